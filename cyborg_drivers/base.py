@@ -1,0 +1,171 @@
+"""The contract every accelerator driver implements.
+
+A driver knows one family of hardware. It is loaded by name from the
+``cyborg_nova.drivers`` entry-point namespace, declares its own options
+under its own group (``[cyborg_<name>]``), and is handed the host's PCI
+snapshot each discovery cycle. Only :meth:`AcceleratorDriver.discover` is
+abstract; the lifecycle hooks have safe defaults so a discovery-only
+driver stays small.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+from typing import Callable, ClassVar, Iterator
+
+from oslo_config import cfg
+
+from cyborg_drivers import device as device_model
+from cyborg_drivers import sysfs
+
+
+class DriverError(Exception):
+    """A driver cannot do what it was asked; the message says why."""
+
+
+class NotSupported(DriverError):
+    """The driver does not implement this operation for its hardware."""
+
+
+class AcceleratorDriver(abc.ABC):
+    """Base class of accelerator drivers.
+
+    Subclasses set :attr:`name` (the entry-point name) and, if they take
+    options, :attr:`CONFIG_OPTS`; the options are registered under
+    :meth:`group_name` before the driver is instantiated.
+    """
+
+    #: Entry-point name; also names the option group.
+    name: ClassVar[str] = ''
+    #: Options of this driver, registered under ``[cyborg_<name>]``.
+    CONFIG_OPTS: ClassVar[list[cfg.Opt]] = []
+    #: True if the driver finds nothing until an operator configures it;
+    #: such drivers are not run by ``discover`` unless named.
+    needs_config: ClassVar[bool] = False
+    #: One-line description for ``driver-list``.
+    description: ClassVar[str] = ''
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        self.conf = conf
+
+    @classmethod
+    def group_name(cls) -> str:
+        return 'cyborg_%s' % cls.name
+
+    @property
+    def options(self):
+        """This driver's option group of the config it was given."""
+        return getattr(self.conf, self.group_name())
+
+    def accelerator(self, snapshot: sysfs.PciSnapshot,
+                    function: sysfs.PciFunction,
+                    **fields) -> device_model.Accelerator:
+        """An accelerator at ``function`` with its PCI identity filled in."""
+        address = function.address
+        return device_model.Accelerator(
+            address=address,
+            driver=self.name,
+            vendor_id=function.vendor_id,
+            product_id=function.product_id,
+            class_code=function.class_hex,
+            subsystem_vendor_id=_id(function.subsystem_vendor),
+            subsystem_product_id=_id(function.subsystem_device),
+            numa_node=snapshot.numa_node(address),
+            iommu_group=snapshot.iommu_group(address),
+            kernel_driver=function.driver,
+            **fields)
+
+    @staticmethod
+    def physical_functions(snapshot: sysfs.PciSnapshot,
+                           match: Callable[[sysfs.PciFunction], bool]
+                           ) -> Iterator[sysfs.PciFunction]:
+        """The functions ``match`` accepts, less SR-IOV VFs.
+
+        VFs are units of their PF's accelerator, never accelerators of
+        their own; a VF whose PF has vanished is reported as a problem.
+        """
+        for function in snapshot:
+            if not match(function):
+                continue
+            if snapshot.is_vf(function.address):
+                pf = snapshot.physfn(function.address)
+                if pf is None or not os.path.isdir(snapshot.path(pf)):
+                    snapshot.problem(function.address,
+                                     'VF whose PF %s is gone' % pf)
+                continue
+            yield function
+
+    @staticmethod
+    def vf_units(snapshot: sysfs.PciSnapshot, address: str
+                 ) -> tuple[device_model.SriovInfo | None, tuple[str, ...]]:
+        """SR-IOV state of a PF and the VFs that exist as functions now."""
+        info = snapshot.sriov(address)
+        if info is None:
+            return None, ()
+        units = tuple(vf for vf in info.vf_addresses
+                      if os.path.isdir(snapshot.path(vf)))
+        return info, units
+
+    def is_configured(self) -> bool:
+        """Whether an operator gave the configuration the driver needs.
+
+        Drivers with :attr:`needs_config` override this so callers can
+        tell "configured, found nothing" from "not configured".
+        """
+        return True
+
+    @abc.abstractmethod
+    def discover(self, snapshot: sysfs.PciSnapshot
+                 ) -> list[device_model.Accelerator]:
+        """Return the accelerators of this driver's family in ``snapshot``.
+
+        Must not raise for one malformed device: record it with
+        ``snapshot.problem(address, reason)`` (or report it in the
+        accelerator's ``problems``) and go on with the rest.
+
+        :param snapshot: the host's PCI functions, read once per cycle.
+        :returns: accelerators, each with its assignable units.
+        :raises DriverError: only when the driver cannot run at all, e.g.
+            its configuration is invalid; the message names the option.
+        """
+
+    def health(self, accelerator: device_model.Accelerator,
+               snapshot: sysfs.PciSnapshot) -> list[str]:
+        """Return the reasons ``accelerator`` is unhealthy (empty: healthy).
+
+        The default finds nothing wrong; drivers override it where the
+        hardware exposes an error state in sysfs.
+
+        :raises DriverError: if the health state cannot be read at all.
+        """
+        return []
+
+    def setup(self, accelerator: device_model.Accelerator) -> None:
+        """Prepare ``accelerator`` for guests (bind vfio, enable VFs...).
+
+        :raises NotSupported: the driver has nothing to set up.
+        :raises DriverError: setup failed; the device is left as it was.
+        """
+        raise NotSupported('%s has no setup step' % self.name)
+
+    def teardown(self, accelerator: device_model.Accelerator) -> None:
+        """Undo :meth:`setup`.
+
+        :raises NotSupported: the driver has nothing to tear down.
+        :raises DriverError: teardown failed.
+        """
+        raise NotSupported('%s has no teardown step' % self.name)
+
+    def program(self, accelerator: device_model.Accelerator,
+                region: str, bitstream: str) -> None:
+        """Load ``bitstream`` into ``region`` of an FPGA.
+
+        :raises NotSupported: the driver's hardware is not programmable.
+        :raises DriverError: programming failed.
+        """
+        raise NotSupported('%s cannot program devices' % self.name)
+
+
+def _id(value: int | None) -> str | None:
+    return None if value is None else '%04x' % value

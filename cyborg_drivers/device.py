@@ -1,0 +1,195 @@
+"""The device model: what discovery knows about one accelerator.
+
+An :class:`Accelerator` is immutable. Discovery builds a fresh set every
+cycle and callers compare sets, so nothing downstream can mutate what a
+driver reported and have it silently persist.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import uuid
+
+# Stable across releases: provider uuids are derived from it, and changing
+# it would orphan every provider an upgrade had already registered.
+DEVICE_NAMESPACE = uuid.UUID('6b2f9d0e-3c4a-5d1e-9f8a-2b7c6d5e4f3a')
+
+PCI_ADDRESS_RE = re.compile(
+    r'^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$')
+
+# Device types of the internal API spec's ``acc_specs.device_type``.
+DEVICE_TYPES = ('GPU', 'FPGA', 'CRYPTO', 'NIC', 'GENERIC')
+
+
+def is_pci_address(value: str) -> bool:
+    """True for a full, lowercase PCI address such as ``0000:3b:00.0``."""
+    return bool(PCI_ADDRESS_RE.match(value))
+
+
+def device_uuid(nodename: str, address: str) -> str:
+    """The stable uuid of the accelerator at ``address`` on ``nodename``.
+
+    Derived, not stored, so a restarted or rebuilt host reports the same
+    uuid for the same slot without any local state.
+    """
+    return str(uuid.uuid5(DEVICE_NAMESPACE, '%s/%s' % (nodename, address)))
+
+
+@dataclasses.dataclass(frozen=True)
+class SriovInfo:
+    """SR-IOV state of a physical function."""
+
+    total_vfs: int
+    num_vfs: int
+    vf_addresses: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class FpgaRegion:
+    """A reconfigurable region and the function currently loaded in it."""
+
+    name: str
+    interface_id: str | None
+    function_id: str | None
+    layout: str  # 'opae', 'dfl' or 'xrt'
+
+
+@dataclasses.dataclass(frozen=True)
+class MdevType:
+    """A mediated device type a parent device offers (e.g. a vGPU type)."""
+
+    type_id: str
+    name: str
+    available_instances: int
+    existing_instances: int = 0
+    device_api: str = 'vfio-pci'
+
+
+@dataclasses.dataclass(frozen=True)
+class Accelerator:
+    """One accelerator as discovery sees it; one resource provider later.
+
+    ``total`` is the number of assignable units: 1 for a whole device, the
+    number of enabled VFs of a PF whose VFs are handed out, or the number
+    of instances of a vGPU type. ``units`` names those units (PCI addresses,
+    or mdev type ids) so the attach path never has to rediscover them.
+    """
+
+    address: str
+    driver: str
+    device_type: str
+    resource_class: str
+    traits: tuple[str, ...]
+    total: int
+    vendor_id: str
+    product_id: str
+    class_code: str
+    subsystem_vendor_id: str | None = None
+    subsystem_product_id: str | None = None
+    numa_node: int | None = None
+    iommu_group: int | None = None
+    kernel_driver: str | None = None
+    functions: tuple[str, ...] = ()
+    units: tuple[str, ...] = ()
+    sriov: SriovInfo | None = None
+    fpga_regions: tuple[FpgaRegion, ...] = ()
+    mdev_types: tuple[MdevType, ...] = ()
+    capabilities: tuple[tuple[str, str], ...] = ()
+    setup_required: bool = False
+    reboot_required: bool = False
+    problems: tuple[str, ...] = ()
+    remote: bool = False
+
+    def __post_init__(self) -> None:
+        if self.device_type not in DEVICE_TYPES:
+            raise ValueError('unknown device type %r' % self.device_type)
+        if self.total < 0:
+            raise ValueError('total must not be negative')
+        # Sorted and de-duplicated so two discoveries of the same hardware
+        # compare equal and serialise identically.
+        object.__setattr__(self, 'traits', tuple(sorted(set(self.traits))))
+
+    @property
+    def addresses(self) -> tuple[str, ...]:
+        """Every PCI function this accelerator is made of, itself first."""
+        extra = [a for a in self.functions if a != self.address]
+        vfs = self.sriov.vf_addresses if self.sriov else ()
+        return (self.address, *extra, *vfs)
+
+    def to_dict(self) -> dict:
+        """A flat JSON-able view (the CLI's ``discover`` columns)."""
+        return {
+            'address': self.address,
+            'vendor_id': self.vendor_id,
+            'product_id': self.product_id,
+            'class_code': self.class_code,
+            'subsystem_vendor_id': self.subsystem_vendor_id,
+            'subsystem_product_id': self.subsystem_product_id,
+            'driver': self.driver,
+            'device_type': self.device_type,
+            'resource_class': self.resource_class,
+            'traits': list(self.traits),
+            'total': self.total,
+            'numa_node': self.numa_node,
+            'iommu_group': self.iommu_group,
+            'kernel_driver': self.kernel_driver,
+            'functions': list(self.functions),
+            'units': list(self.units),
+            'sriov': (dataclasses.asdict(self.sriov)
+                      if self.sriov else None),
+            'fpga_regions': [dataclasses.asdict(r)
+                             for r in self.fpga_regions],
+            'mdev_types': [dataclasses.asdict(m) for m in self.mdev_types],
+            'setup_required': self.setup_required,
+            'reboot_required': self.reboot_required,
+            'problems': list(self.problems),
+        }
+
+    def to_hardware(self, nodename: str) -> dict:
+        """One entry of the internal API's ``GET /hardware`` list.
+
+        The spec's keys (``uuid``, ``acc_specs``, ``acc_status``) come
+        first; ``pci`` and ``placement`` carry what the spec leaves to
+        drivers and what the Nova side needs.
+        """
+        capability = {'num': self.total}
+        capability.update(dict(self.capabilities))
+        return {
+            'uuid': device_uuid(nodename, self.address),
+            'acc_specs': {
+                'remote': int(self.remote),
+                'num': self.total,
+                'device_type': self.device_type,
+                'acc_capability': capability,
+            },
+            'acc_status': {
+                'setup_required': self.setup_required,
+                'reboot_required': self.reboot_required,
+            },
+            'driver': self.driver,
+            'pci': {
+                'address': self.address,
+                'vendor_id': self.vendor_id,
+                'product_id': self.product_id,
+                'class_code': self.class_code,
+                'subsystem_vendor_id': self.subsystem_vendor_id,
+                'subsystem_product_id': self.subsystem_product_id,
+                'numa_node': self.numa_node,
+                'iommu_group': self.iommu_group,
+                'kernel_driver': self.kernel_driver,
+                'functions': list(self.functions),
+                'sriov': (dataclasses.asdict(self.sriov)
+                          if self.sriov else None),
+            },
+            'placement': {
+                'resource_class': self.resource_class,
+                'traits': list(self.traits),
+                'total': self.total,
+                'units': list(self.units),
+            },
+            'fpga_regions': [dataclasses.asdict(r)
+                             for r in self.fpga_regions],
+            'mdev_types': [dataclasses.asdict(m) for m in self.mdev_types],
+            'problems': list(self.problems),
+        }

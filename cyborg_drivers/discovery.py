@@ -1,0 +1,73 @@
+"""One discovery cycle: every enabled driver over one PCI snapshot."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Iterable
+
+from cyborg_drivers import base
+from cyborg_drivers import device as device_model
+from cyborg_drivers import sysfs
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class DiscoveryResult:
+    """What a cycle found, and what it had to leave out and why."""
+
+    accelerators: tuple[device_model.Accelerator, ...]
+    #: PCI address (or configured name) -> why it is not reported.
+    problems: dict[str, str]
+    #: driver name -> why the driver found nothing this cycle.
+    driver_errors: dict[str, str]
+
+    def by_address(self) -> dict[str, device_model.Accelerator]:
+        return {a.address: a for a in self.accelerators}
+
+
+class Discoverer:
+    """Runs ``drivers`` over the sysfs tree at ``sysfs_root``."""
+
+    def __init__(self, drivers: list[base.AcceleratorDriver],
+                 sysfs_root: str = '/sys') -> None:
+        self.drivers = drivers
+        self.sysfs_root = sysfs_root
+
+    def discover(self, only: Iterable[str] | None = None
+                 ) -> DiscoveryResult:
+        """Discover the whole host, or only the functions in ``only``.
+
+        :raises sysfs.NoSysfs: the root has no PCI bus at all.
+        """
+        snapshot = sysfs.PciSnapshot(self.sysfs_root, only)
+        owners: dict[str, str] = {}
+        found: list[device_model.Accelerator] = []
+        errors: dict[str, str] = {}
+        for driver in self.drivers:
+            try:
+                accelerators = driver.discover(snapshot)
+            except base.DriverError as exc:
+                errors[driver.name] = str(exc)
+                LOG.error('Driver %s found nothing: %s', driver.name, exc)
+                continue
+            except Exception as exc:
+                # A driver bug must not hide the other drivers' devices.
+                errors[driver.name] = 'internal error: %s' % exc
+                LOG.exception('Driver %s failed', driver.name)
+                continue
+            for accelerator in accelerators:
+                taken = [a for a in accelerator.addresses if a in owners]
+                if taken:
+                    snapshot.problem(
+                        accelerator.address,
+                        'claimed by drivers %s and %s; the first enabled '
+                        'wins' % (owners[taken[0]], driver.name))
+                    continue
+                owners.update(dict.fromkeys(accelerator.addresses,
+                                            driver.name))
+                found.append(accelerator)
+        found.sort(key=lambda a: a.address)
+        return DiscoveryResult(tuple(found), dict(snapshot.problems),
+                               errors)

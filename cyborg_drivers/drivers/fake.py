@@ -1,0 +1,134 @@
+"""The fake driver: hardware from a host profile, for clouds without any.
+
+It builds a sysfs tree from a host profile (see
+:mod:`cyborg_drivers.fake.hosttree`) once, then runs the real drivers
+over that tree. Devices therefore look exactly as the real drivers report
+them, and operations that change hardware (FPGA programming) change the
+tree, where the next discovery sees them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+import shutil
+import tempfile
+
+from oslo_config import cfg
+
+from cyborg_drivers import base
+from cyborg_drivers import device as device_model
+from cyborg_drivers import discovery
+from cyborg_drivers.fake import hosttree
+from cyborg_drivers import loader
+from cyborg_drivers import sysfs
+
+_STAMP = '.cyborg-nova-profile'
+
+
+class FakeDriver(base.AcceleratorDriver):
+    """Reports the accelerators of ``[cyborg_fake] host_profile``."""
+
+    name = 'fake'
+    description = 'Accelerators of a host profile file (test clouds)'
+    needs_config = True
+    CONFIG_OPTS = [
+        cfg.StrOpt(
+            'host_profile',
+            help="""
+The host profile to emulate: a shipped profile name (``gpu-host``,
+``fpga-host``, ``crypto-nic-host``, ``mixed-host``) or a path to a YAML
+profile. Unset by default: the driver reports nothing.
+
+Related options:
+
+* ``tree_path``, ``emulated_drivers``
+"""),
+        cfg.StrOpt(
+            'tree_path',
+            help="""
+Where the profile's sysfs tree is built. Default: ``fake-sysfs/<profile
+name>`` next to ``[cyborg_nova] state_path``. The tree is rebuilt only
+when the profile changes, so what was done to the fake hardware (e.g. an
+FPGA programmed) persists across restarts.
+"""),
+        cfg.ListOpt(
+            'emulated_drivers',
+            default=['nvidia_gpu', 'intel_fpga', 'xilinx_fpga', 'intel_qat'],
+            help="""
+The real drivers run over the fake tree. Their own option groups apply
+(e.g. ``[cyborg_nvidia_gpu] enabled_vgpu_types``).
+"""),
+    ]
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        super().__init__(conf)
+        self._inner = None
+
+    def is_configured(self) -> bool:
+        return bool(self.options.host_profile)
+
+    def profile_file(self) -> str:
+        value = self.options.host_profile
+        if value in hosttree.PROFILE_NAMES:
+            return hosttree.profile_path(value)
+        return value
+
+    def tree_path(self, profile: dict) -> str:
+        if self.options.tree_path:
+            return self.options.tree_path
+        state_dir = os.path.dirname(self.conf.cyborg_nova.state_path)
+        return os.path.join(state_dir, 'fake-sysfs', profile['name'])
+
+    def ensure_tree(self) -> str:
+        """Build the profile's tree unless it is already built; its root.
+
+        :raises base.DriverError: the profile cannot be read or built.
+        """
+        path = self.profile_file()
+        try:
+            with open(path, 'rb') as f:
+                digest = hashlib.sha256(f.read()).hexdigest()
+            profile = hosttree.load_profile(path)
+        except (OSError, hosttree.ProfileError) as exc:
+            raise base.DriverError('[cyborg_fake] host_profile %s: %s'
+                                   % (path, exc))
+        root = self.tree_path(profile)
+        try:
+            with open(os.path.join(root, _STAMP)) as f:
+                if f.read() == digest:
+                    return root
+        except OSError:
+            pass
+        parent = os.path.dirname(os.path.abspath(root))
+        try:
+            os.makedirs(parent, exist_ok=True)
+            # Built aside and renamed in, so a crash never leaves a
+            # half-built tree that would be taken for the hardware.
+            staging = tempfile.mkdtemp(prefix='.build-', dir=parent)
+            hosttree.build_tree(profile, os.path.join(staging, 'sys'))
+            with open(os.path.join(staging, 'sys', _STAMP), 'w') as f:
+                f.write(digest)
+            if os.path.isdir(root):
+                shutil.rmtree(root)
+            os.rename(os.path.join(staging, 'sys'), root)
+            os.rmdir(staging)
+        except OSError as exc:
+            raise base.DriverError('cannot build the fake sysfs tree at %s: '
+                                   '%s' % (root, exc))
+        return root
+
+    def discover(self, snapshot: sysfs.PciSnapshot
+                 ) -> list[device_model.Accelerator]:
+        if not self.is_configured():
+            return []
+        root = self.ensure_tree()
+        if self._inner is None:
+            self._inner = loader.load(self.conf,
+                                      self.options.emulated_drivers)
+        result = discovery.Discoverer(self._inner, root).discover()
+        return [dataclasses.replace(
+            a, driver=self.name,
+            capabilities=a.capabilities + (('emulates', a.driver),))
+            for a in result.accelerators]

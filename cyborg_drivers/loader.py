@@ -1,0 +1,79 @@
+"""Finding and loading drivers from the ``cyborg_nova.drivers`` namespace.
+
+Drivers are entry points, so a vendor ships one in its own package and
+enables it by name; nothing here lists drivers by hand.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from oslo_config import cfg
+import stevedore
+
+from cyborg_drivers import base
+
+LOG = logging.getLogger(__name__)
+
+NAMESPACE = 'cyborg_nova.drivers'
+
+
+class UnknownDriver(base.DriverError):
+    """A driver name that no installed entry point provides."""
+
+    def __init__(self, name: str, available: list[str]) -> None:
+        super().__init__('unknown driver %r; installed drivers: %s'
+                         % (name, ', '.join(available) or 'none'))
+        self.name = name
+
+
+def _on_load_failure(manager, entry_point, exc) -> None:
+    # A broken third-party driver must not take the others down with it.
+    LOG.error('Cannot load accelerator driver %s (%s): %s',
+              entry_point.name, entry_point.value, exc)
+
+
+def installed() -> dict[str, type[base.AcceleratorDriver]]:
+    """Every installed driver class by name, sorted by name."""
+    manager = stevedore.ExtensionManager(
+        NAMESPACE, invoke_on_load=False,
+        on_load_failure_callback=_on_load_failure)
+    return {ext.name: ext.plugin
+            for ext in sorted(manager, key=lambda e: e.name)}
+
+
+def register_opts(conf: cfg.ConfigOpts,
+                  classes: list[type[base.AcceleratorDriver]]) -> None:
+    """Register each driver's options under its own group."""
+    for cls in classes:
+        if cls.CONFIG_OPTS:
+            conf.register_opts(cls.CONFIG_OPTS, group=cls.group_name())
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """(group, options) of every installed driver, for oslo.config."""
+    return [(cls.group_name(), cls.CONFIG_OPTS)
+            for cls in installed().values() if cls.CONFIG_OPTS]
+
+
+def load(conf: cfg.ConfigOpts, names: list[str]
+         ) -> list[base.AcceleratorDriver]:
+    """Instantiate the named drivers, in the order given.
+
+    :raises UnknownDriver: a name no installed entry point provides.
+    :raises base.DriverError: a driver rejected its configuration.
+    """
+    available = installed()
+    classes = []
+    for name in names:
+        if name not in available:
+            raise UnknownDriver(name, list(available))
+        classes.append(available[name])
+    register_opts(conf, classes)
+    return [cls(conf) for cls in classes]
+
+
+def default_names() -> list[str]:
+    """Installed drivers that find hardware without any configuration."""
+    return [name for name, cls in installed().items()
+            if not cls.needs_config]

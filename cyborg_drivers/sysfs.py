@@ -1,0 +1,283 @@
+"""Reading PCI functions from sysfs with plain file reads.
+
+One :class:`PciSnapshot` is taken per discovery cycle and shared by every
+driver, so the bus is walked once however many drivers are enabled. The
+walk reads one file per function (``uevent``, which carries vendor,
+device, class, subsystem and bound driver together); everything else is
+read lazily, only for the functions some driver is interested in. That is
+what keeps a cycle on a host with hundreds of VFs far cheaper than one
+``lspci`` run.
+
+Nothing here raises for a malformed tree: a function that cannot be read
+is left out with a reason (see :meth:`PciSnapshot.problem`), logged once
+per tree, address and reason, and the rest of the host is still read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+from typing import Iterable, Iterator
+
+from cyborg_drivers import device as device_model
+
+LOG = logging.getLogger(__name__)
+
+# (root, address, reason) already logged; discovery runs every minute and
+# a broken device should not fill the log.
+_logged: set[tuple[str, str, str]] = set()
+_logged_lock = threading.Lock()
+
+
+def _log_once(root: str, address: str, reason: str) -> None:
+    key = (root, address, reason)
+    with _logged_lock:
+        if key in _logged:
+            return
+        _logged.add(key)
+    LOG.warning('Skipping PCI function %s under %s: %s', address, root,
+                reason)
+
+
+@dataclasses.dataclass(frozen=True)
+class PciFunction:
+    """The cheap identity of one PCI function, read in the bus walk."""
+
+    address: str
+    vendor: int
+    device: int
+    class_code: int
+    subsystem_vendor: int | None
+    subsystem_device: int | None
+    driver: str | None
+    path: str
+
+    @property
+    def vendor_id(self) -> str:
+        return '%04x' % self.vendor
+
+    @property
+    def product_id(self) -> str:
+        return '%04x' % self.device
+
+    @property
+    def class_hex(self) -> str:
+        return '0x%06x' % self.class_code
+
+    @property
+    def base_class(self) -> int:
+        return self.class_code >> 16
+
+    @property
+    def subclass(self) -> int:
+        """Base class and subclass together, e.g. 0x0302."""
+        return self.class_code >> 8
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, 'rb') as f:
+            return f.read().decode('ascii', 'replace').strip()
+    except OSError:
+        return None
+
+
+def _hex(value: str | None, bits: int) -> int | None:
+    if value is None:
+        return None
+    try:
+        number = int(value, 16)
+    except ValueError:
+        return None
+    if number < 0 or number >= 1 << bits:
+        return None
+    return number
+
+
+class PciSnapshot:
+    """The PCI functions of one sysfs tree at one moment."""
+
+    def __init__(self, root: str, only: Iterable[str] | None = None) -> None:
+        self.root = root
+        self.devices_dir = os.path.join(root, 'bus', 'pci', 'devices')
+        self.functions: dict[str, PciFunction] = {}
+        self.problems: dict[str, str] = {}
+        self._cache: dict[tuple[str, str], object] = {}
+        self._scan(only)
+
+    # -- the walk ----------------------------------------------------------
+
+    def _scan(self, only: Iterable[str] | None) -> None:
+        if only is None:
+            try:
+                names = os.listdir(self.devices_dir)
+            except OSError as exc:
+                raise NoSysfs(self.root, exc.strerror or str(exc))
+        else:
+            names = list(only)
+        base = self.devices_dir + os.sep
+        for name in sorted(names):
+            if not device_model.is_pci_address(name):
+                self.problem(name, 'not a PCI address')
+                continue
+            function = self._read_function(name, base + name)
+            if function is not None:
+                self.functions[name] = function
+
+    def _read_function(self, address: str, path: str) -> PciFunction | None:
+        uevent = _read(path + '/uevent')
+        if uevent is None and not os.path.isdir(path):
+            # A removed device (or a dangling bus link): nothing to report.
+            if os.path.lexists(path):
+                self.problem(address, 'dangling link in bus/pci/devices')
+            return None
+        props = {}
+        if uevent:
+            for line in uevent.splitlines():
+                key, sep, value = line.partition('=')
+                if sep:
+                    props[key] = value
+        vendor = device = subsys_vendor = subsys_device = None
+        if 'PCI_ID' in props:
+            vendor_s, _, device_s = props['PCI_ID'].partition(':')
+            vendor, device = _hex(vendor_s, 16), _hex(device_s, 16)
+        if 'PCI_SUBSYS_ID' in props:
+            sv, _, sd = props['PCI_SUBSYS_ID'].partition(':')
+            subsys_vendor, subsys_device = _hex(sv, 16), _hex(sd, 16)
+        class_code = _hex(props.get('PCI_CLASS'), 24)
+        driver = props.get('DRIVER')
+        # Older kernels and hand-built trees may lack uevent or some keys:
+        # fall back to the individual attribute files.
+        if vendor is None:
+            vendor = _hex(_read(path + '/vendor'), 16)
+        if device is None:
+            device = _hex(_read(path + '/device'), 16)
+        if class_code is None:
+            class_code = _hex(_read(path + '/class'), 24)
+        if uevent is None:
+            subsys_vendor = _hex(_read(path + '/subsystem_vendor'), 16)
+            subsys_device = _hex(_read(path + '/subsystem_device'), 16)
+            link = self._readlink(path + '/driver')
+            driver = os.path.basename(link) if link else None
+        missing = [name for name, value in (('vendor', vendor),
+                                            ('device', device),
+                                            ('class', class_code))
+                   if value is None]
+        if missing:
+            self.problem(address, 'unreadable or invalid %s'
+                         % ', '.join(missing))
+            return None
+        return PciFunction(address, vendor, device, class_code,
+                           subsys_vendor, subsys_device, driver, path)
+
+    # -- problems ----------------------------------------------------------
+
+    def problem(self, address: str, reason: str) -> None:
+        """Record (and log once) why ``address`` is not reported."""
+        self.problems.setdefault(address, reason)
+        _log_once(self.root, address, reason)
+
+    # -- access ------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[PciFunction]:
+        return iter(self.functions.values())
+
+    def __len__(self) -> int:
+        return len(self.functions)
+
+    def get(self, address: str) -> PciFunction | None:
+        return self.functions.get(address)
+
+    def path(self, address: str, *parts: str) -> str:
+        return os.path.join(self.devices_dir, address, *parts)
+
+    def attr(self, address: str, *parts: str) -> str | None:
+        """An attribute file's stripped text, or None if unreadable."""
+        return _read(self.path(address, *parts))
+
+    def int_attr(self, address: str, *parts: str) -> int | None:
+        value = self.attr(address, *parts)
+        try:
+            return int(value, 0) if value is not None else None
+        except ValueError:
+            return None
+
+    def listdir(self, address: str, *parts: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self.path(address, *parts)))
+        except OSError:
+            return []
+
+    @staticmethod
+    def _readlink(path: str) -> str | None:
+        try:
+            return os.readlink(path)
+        except OSError:
+            return None
+
+    def link_name(self, address: str, name: str) -> str | None:
+        """The last component of a symlink attribute (driver, physfn...)."""
+        target = self._readlink(self.path(address, name))
+        return os.path.basename(target) if target else None
+
+    def _cached(self, address: str, key: str, compute):
+        try:
+            return self._cache[(address, key)]
+        except KeyError:
+            value = self._cache[(address, key)] = compute()
+            return value
+
+    # -- details, read on demand --------------------------------------------
+
+    def numa_node(self, address: str) -> int | None:
+        """NUMA node of the function; None where the platform has none."""
+        def compute():
+            node = self.int_attr(address, 'numa_node')
+            return node if node is not None and node >= 0 else None
+        return self._cached(address, 'numa_node', compute)
+
+    def iommu_group(self, address: str) -> int | None:
+        def compute():
+            name = self.link_name(address, 'iommu_group')
+            return int(name) if name and name.isdigit() else None
+        return self._cached(address, 'iommu_group', compute)
+
+    def physfn(self, address: str) -> str | None:
+        """The PF address of a VF; None for anything that is not a VF."""
+        return self._cached(address, 'physfn',
+                            lambda: self.link_name(address, 'physfn'))
+
+    def is_vf(self, address: str) -> bool:
+        return os.path.lexists(self.path(address, 'physfn'))
+
+    def sriov(self, address: str) -> device_model.SriovInfo | None:
+        """SR-IOV state of a PF, None if the function cannot do SR-IOV.
+
+        VF addresses come from the ``virtfnN`` links, ordered by N, so the
+        order is the VF index order the kernel uses.
+        """
+        def compute():
+            total = self.int_attr(address, 'sriov_totalvfs')
+            if total is None:
+                return None
+            num = self.int_attr(address, 'sriov_numvfs') or 0
+            links = []
+            for entry in self.listdir(address):
+                if entry.startswith('virtfn') and entry[6:].isdigit():
+                    target = self.link_name(address, entry)
+                    if target and device_model.is_pci_address(target):
+                        links.append((int(entry[6:]), target))
+            vfs = tuple(addr for _, addr in sorted(links))
+            return device_model.SriovInfo(total, num, vfs)
+        return self._cached(address, 'sriov', compute)
+
+
+class NoSysfs(Exception):
+    """The sysfs root has no PCI bus to read."""
+
+    def __init__(self, root: str, reason: str) -> None:
+        super().__init__('%s is not a sysfs tree with a PCI bus '
+                         '(bus/pci/devices: %s)' % (root, reason))
+        self.root = root

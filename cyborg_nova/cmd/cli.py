@@ -1,0 +1,62 @@
+"""The ``cyborg-nova`` command: an operator's view of a compute host."""
+
+from __future__ import annotations
+
+import sys
+
+from cliff import app
+from cliff import commandmanager
+from oslo_config import cfg
+
+from cyborg_nova import conf as cn_conf
+from cyborg_nova import version
+
+DESCRIPTION = """\
+Accelerators (GPUs, FPGAs, crypto cards, SR-IOV NIC functions) of a Nova
+compute host, as cyborg-nova discovers them and reports them to Placement.
+Reads [cyborg_nova] and the driver groups from the config files given with
+--config-file (default: nova.conf where oslo.config finds it)."""
+
+
+class CyborgNovaApp(app.App):
+    """The cliff application; commands come from ``cyborg_nova.cli``."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            description=DESCRIPTION,
+            version=version.version_string(),
+            command_manager=commandmanager.CommandManager('cyborg_nova.cli'),
+            deferred_help=True)
+        self.conf: cfg.ConfigOpts | None = None
+
+    def build_option_parser(self, description, version, argparse_kwargs=None):
+        parser = super().build_option_parser(description, version,
+                                             argparse_kwargs)
+        parser.add_argument(
+            '--config-file', action='append', default=[],
+            metavar='PATH',
+            help='A nova.conf-style file to read [cyborg_nova] and driver '
+                 'options from; repeat for more. Default: nova.conf as '
+                 'oslo.config finds it (/etc/nova/nova.conf).')
+        return parser
+
+    def initialize_app(self, argv) -> None:
+        self.conf = load_config(self.options.config_file)
+
+
+def load_config(files: list[str]) -> cfg.ConfigOpts:
+    """A fresh ConfigOpts with our options, read from ``files``."""
+    conf = cfg.ConfigOpts()
+    cn_conf.register_opts(conf)
+    if not files:
+        files = cfg.find_config_files(project='nova', prog='nova-compute')
+    conf([], project='cyborg-nova', default_config_files=files)
+    return conf
+
+
+def main(argv: list[str] | None = None) -> int:
+    return CyborgNovaApp().run(sys.argv[1:] if argv is None else argv)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,69 @@
+"""``cyborg-nova discover``: the accelerators the drivers find now."""
+
+from __future__ import annotations
+
+from cliff import columns
+from cliff import lister
+
+from cyborg_drivers import discovery
+from cyborg_drivers import loader
+
+COLUMNS = ('address', 'vendor_id', 'product_id', 'driver', 'resource_class',
+           'traits', 'total', 'numa_node')
+LONG_COLUMNS = COLUMNS + ('device_type', 'class_code', 'kernel_driver',
+                          'iommu_group', 'units', 'setup_required',
+                          'problems')
+
+
+class ListColumn(columns.FormattableColumn):
+    """A list: one item per line in tables, a real list in JSON/YAML."""
+
+    def human_readable(self):
+        return '\n'.join(str(item) for item in self._value)
+
+    def machine_readable(self):
+        return list(self._value)
+
+
+class Discover(lister.Lister):
+    """Discover this host's accelerators from sysfs and list them.
+
+    Runs the drivers over one snapshot of <sysfs-root>/bus/pci and prints
+    one row per accelerator: a whole device, or a PF whose VFs are its
+    units. Devices that cannot be read are skipped with a warning on
+    stderr; nothing is written anywhere.
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument(
+            '--sysfs-root', metavar='DIR',
+            help='Read sysfs from DIR instead of [cyborg_nova] sysfs_root '
+                 '(default /sys); e.g. a tree built from a host profile.')
+        parser.add_argument(
+            '--driver', metavar='NAME', action='append', dest='drivers',
+            help='Run only this driver (repeat for more). Default: every '
+                 'installed driver that needs no configuration; see '
+                 '"cyborg-nova driver-list".')
+        parser.add_argument(
+            '--long', action='store_true',
+            help='Also show device type, class, kernel driver, IOMMU '
+                 'group, units and problems.')
+        return parser
+
+    def take_action(self, parsed_args):
+        conf = self.app.conf
+        names = parsed_args.drivers or loader.default_names()
+        drivers = loader.load(conf, names)
+        root = parsed_args.sysfs_root or conf.cyborg_nova.sysfs_root
+        result = discovery.Discoverer(drivers, root).discover()
+        for name, error in sorted(result.driver_errors.items()):
+            self.app.stderr.write('warning: driver %s: %s\n' % (name, error))
+        wanted = LONG_COLUMNS if parsed_args.long else COLUMNS
+        rows = []
+        for accelerator in result.accelerators:
+            data = accelerator.to_dict()
+            rows.append(tuple(
+                ListColumn(data[c]) if isinstance(data[c], list) else data[c]
+                for c in wanted))
+        return wanted, rows

@@ -11,8 +11,7 @@ driver stays small.
 from __future__ import annotations
 
 import abc
-import os
-from typing import Callable, ClassVar, Iterator
+from typing import ClassVar, Iterator
 
 from oslo_config import cfg
 
@@ -76,21 +75,30 @@ class AcceleratorDriver(abc.ABC):
             kernel_driver=function.driver,
             **fields)
 
-    @staticmethod
-    def physical_functions(snapshot: sysfs.PciSnapshot,
-                           match: Callable[[sysfs.PciFunction], bool]
+    def claims(self, function: sysfs.PciFunction) -> bool:
+        """Whether this driver may report ``function`` (no I/O allowed).
+
+        Called for every function on the bus each cycle, so it looks only
+        at the identity already read (vendor, device, class, driver). The
+        VFs of a claimed SR-IOV PF are taken as its units without being
+        read one by one. The default claims everything, which is correct
+        but makes the bus walk read every VF.
+        """
+        return True
+
+    def physical_functions(self, snapshot: sysfs.PciSnapshot
                            ) -> Iterator[sysfs.PciFunction]:
-        """The functions ``match`` accepts, less SR-IOV VFs.
+        """The functions this driver claims, less SR-IOV VFs.
 
         VFs are units of their PF's accelerator, never accelerators of
         their own; a VF whose PF has vanished is reported as a problem.
         """
         for function in snapshot:
-            if not match(function):
+            if not self.claims(function):
                 continue
             if snapshot.is_vf(function.address):
                 pf = snapshot.physfn(function.address)
-                if pf is None or not os.path.isdir(snapshot.path(pf)):
+                if pf is None or not snapshot.exists(pf):
                     snapshot.problem(function.address,
                                      'VF whose PF %s is gone' % pf)
                 continue
@@ -103,9 +111,7 @@ class AcceleratorDriver(abc.ABC):
         info = snapshot.sriov(address)
         if info is None:
             return None, ()
-        units = tuple(vf for vf in info.vf_addresses
-                      if os.path.isdir(snapshot.path(vf)))
-        return info, units
+        return info, info.vf_addresses
 
     def is_configured(self) -> bool:
         """Whether an operator gave the configuration the driver needs.

@@ -35,13 +35,16 @@ class Discoverer:
         self.drivers = drivers
         self.sysfs_root = sysfs_root
 
+    def _claims(self, function: sysfs.PciFunction) -> bool:
+        return any(driver.claims(function) for driver in self.drivers)
+
     def discover(self, only: Iterable[str] | None = None
                  ) -> DiscoveryResult:
         """Discover the whole host, or only the functions in ``only``.
 
         :raises sysfs.NoSysfs: the root has no PCI bus at all.
         """
-        snapshot = sysfs.PciSnapshot(self.sysfs_root, only)
+        snapshot = sysfs.PciSnapshot(self.sysfs_root, only, self._claims)
         owners: dict[str, str] = {}
         found: list[device_model.Accelerator] = []
         errors: dict[str, str] = {}

@@ -6,6 +6,7 @@ enables it by name; nothing here lists drivers by hand.
 
 from __future__ import annotations
 
+import functools
 import logging
 
 from oslo_config import cfg
@@ -33,8 +34,13 @@ def _on_load_failure(manager, entry_point, exc) -> None:
               entry_point.name, entry_point.value, exc)
 
 
+@functools.cache
 def installed() -> dict[str, type[base.AcceleratorDriver]]:
-    """Every installed driver class by name, sorted by name."""
+    """Every installed driver class by name, sorted by name.
+
+    Cached: entry points do not change while a process runs, and a
+    broken one should be reported once, not every cycle.
+    """
     manager = stevedore.ExtensionManager(
         NAMESPACE, invoke_on_load=False,
         on_load_failure_callback=_on_load_failure)

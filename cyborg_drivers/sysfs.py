@@ -19,7 +19,7 @@ import dataclasses
 import logging
 import os
 import threading
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from cyborg_drivers import device as device_model
 
@@ -99,32 +99,56 @@ def _hex(value: str | None, bits: int) -> int | None:
 class PciSnapshot:
     """The PCI functions of one sysfs tree at one moment."""
 
-    def __init__(self, root: str, only: Iterable[str] | None = None) -> None:
+    def __init__(self, root: str, only: Iterable[str] | None = None,
+                 claims: Callable[[PciFunction], bool] | None = None
+                 ) -> None:
+        """Walk ``root``'s PCI bus, or only the functions in ``only``.
+
+        ``claims`` says which functions some driver may report. The VFs
+        of a claimed SR-IOV PF are that PF's units: they are named from
+        the PF (``sriov_offset``/``sriov_stride``) instead of being read
+        one by one, which is most of the bus on a host full of VFs.
+
+        :raises NoSysfs: ``root`` has no ``bus/pci/devices`` to list.
+        """
         self.root = root
         self.devices_dir = os.path.join(root, 'bus', 'pci', 'devices')
         self.functions: dict[str, PciFunction] = {}
         self.problems: dict[str, str] = {}
         self._cache: dict[tuple[str, str], object] = {}
-        self._scan(only)
+        self._names: set[str] | None = None
+        self._scan(only, claims)
 
     # -- the walk ----------------------------------------------------------
 
-    def _scan(self, only: Iterable[str] | None) -> None:
+    def _scan(self, only: Iterable[str] | None,
+              claims: Callable[[PciFunction], bool] | None) -> None:
         if only is None:
             try:
                 names = os.listdir(self.devices_dir)
             except OSError as exc:
                 raise NoSysfs(self.root, exc.strerror or str(exc))
+            self._names = set(names)
         else:
             names = list(only)
         base = self.devices_dir + os.sep
+        units: set[str] = set()
+        # Sorted, a PF comes before its VFs: a VF's routing id is the
+        # PF's plus a positive offset.
         for name in sorted(names):
+            if name in units:
+                continue
             if not device_model.is_pci_address(name):
                 self.problem(name, 'not a PCI address')
                 continue
             function = self._read_function(name, base + name)
-            if function is not None:
-                self.functions[name] = function
+            if function is None:
+                continue
+            self.functions[name] = function
+            if claims is not None and claims(function):
+                info = self.sriov(name)
+                if info is not None:
+                    units.update(info.vf_addresses)
 
     def _read_function(self, address: str, path: str) -> PciFunction | None:
         uevent = _read(path + '/uevent')
@@ -191,7 +215,14 @@ class PciSnapshot:
         return self.functions.get(address)
 
     def path(self, address: str, *parts: str) -> str:
-        return os.path.join(self.devices_dir, address, *parts)
+        # Plain joins: this is on the hot path of every cycle.
+        return '/'.join((self.devices_dir, address) + parts)
+
+    def exists(self, address: str) -> bool:
+        """Whether the function is (still) on the bus."""
+        if self._names is not None:
+            return address in self._names
+        return os.path.isdir(self.path(address))
 
     def attr(self, address: str, *parts: str) -> str | None:
         """An attribute file's stripped text, or None if unreadable."""
@@ -255,23 +286,45 @@ class PciSnapshot:
     def sriov(self, address: str) -> device_model.SriovInfo | None:
         """SR-IOV state of a PF, None if the function cannot do SR-IOV.
 
-        VF addresses come from the ``virtfnN`` links, ordered by N, so the
-        order is the VF index order the kernel uses.
+        VF addresses are computed as the kernel assigns them (VF n's
+        routing id is the PF's + ``sriov_offset`` + n * ``sriov_stride``),
+        in VF index order, and kept only if the VF is on the bus; kernels
+        without those attributes are read through the ``virtfnN`` links.
         """
         def compute():
             total = self.int_attr(address, 'sriov_totalvfs')
             if total is None:
                 return None
             num = self.int_attr(address, 'sriov_numvfs') or 0
-            links = []
-            for entry in self.listdir(address):
-                if entry.startswith('virtfn') and entry[6:].isdigit():
-                    target = self.link_name(address, entry)
-                    if target and device_model.is_pci_address(target):
-                        links.append((int(entry[6:]), target))
-            vfs = tuple(addr for _, addr in sorted(links))
+            offset = self.int_attr(address, 'sriov_offset')
+            stride = self.int_attr(address, 'sriov_stride')
+            if num <= 0:
+                vfs = ()
+            elif offset and stride is not None:
+                vfs = tuple(vf_address(address, offset, stride, n)
+                            for n in range(num))
+            else:
+                vfs = self._virtfn_links(address)
+            vfs = tuple(vf for vf in vfs if self.exists(vf))
             return device_model.SriovInfo(total, num, vfs)
         return self._cached(address, 'sriov', compute)
+
+    def _virtfn_links(self, address: str) -> tuple[str, ...]:
+        links = []
+        for entry in self.listdir(address):
+            if entry.startswith('virtfn') and entry[6:].isdigit():
+                target = self.link_name(address, entry)
+                if target and device_model.is_pci_address(target):
+                    links.append((int(entry[6:]), target))
+        return tuple(addr for _, addr in sorted(links))
+
+
+def vf_address(pf: str, offset: int, stride: int, index: int) -> str:
+    """The address of VF ``index`` (0-based) of the PF at ``pf``."""
+    domain, bus, devfn = pf[:4], int(pf[5:7], 16), int(pf[8:10], 16) << 3
+    rid = (bus << 8 | devfn | int(pf[11], 16)) + offset + index * stride
+    return '%s:%02x:%02x.%x' % (domain, rid >> 8 & 0xff, rid >> 3 & 0x1f,
+                                rid & 0x7)
 
 
 class NoSysfs(Exception):

@@ -119,6 +119,10 @@ The real drivers run over the fake tree. Their own option groups apply
                                    '%s' % (root, exc))
         return root
 
+    def claims(self, function: sysfs.PciFunction) -> bool:
+        # The emulated hardware is not on the host's bus.
+        return False
+
     def discover(self, snapshot: sysfs.PciSnapshot
                  ) -> list[device_model.Accelerator]:
         if not self.is_configured():

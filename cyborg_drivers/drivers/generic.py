@@ -145,11 +145,13 @@ Related options:
     def is_configured(self) -> bool:
         return bool(self.matchers)
 
+    def claims(self, function: sysfs.PciFunction) -> bool:
+        return self._matcher(function) is not None
+
     def discover(self, snapshot: sysfs.PciSnapshot
                  ) -> list[device_model.Accelerator]:
         found = []
-        for function in self.physical_functions(
-                snapshot, lambda f: self._matcher(f) is not None):
+        for function in self.physical_functions(snapshot):
             matcher = self._matcher(function)
             address = function.address
             sriov, vfs = self.vf_units(snapshot, address)

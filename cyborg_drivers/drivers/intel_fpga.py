@@ -29,19 +29,25 @@ class IntelFpgaDriver(base.AcceleratorDriver):
     name = 'intel_fpga'
     description = 'Intel PAC FPGAs (Arria 10, N3000, D5005): OPAE or DFL'
 
+    def claims(self, function: sysfs.PciFunction) -> bool:
+        return _is_pac(function)
+
     def discover(self, snapshot: sysfs.PciSnapshot
                  ) -> list[device_model.Accelerator]:
         return [self._card(snapshot, function)
-                for function in self.physical_functions(snapshot, _is_pac)]
+                for function in self.physical_functions(snapshot)]
 
     def _card(self, snapshot: sysfs.PciSnapshot,
               function: sysfs.PciFunction) -> device_model.Accelerator:
         address = function.address
         sriov, vfs = self.vf_units(snapshot, address)
-        regions = []
-        for owner in (address, *vfs):
-            regions.extend(_opae_regions(snapshot, owner))
-            regions.extend(_dfl_regions(snapshot, owner))
+        regions = (_opae_regions(snapshot, address)
+                   + _dfl_regions(snapshot, address))
+        if vfs and not any(r.function_id for r in regions):
+            # With SR-IOV on, the port (and its AFU id) moves to the VF.
+            for vf in vfs:
+                regions += (_opae_regions(snapshot, vf)
+                            + _dfl_regions(snapshot, vf))
         traits = [names.TRAIT_FPGA_INTEL,
                   names.custom('FPGA_INTEL', PRODUCTS[function.device])]
         for region in regions:

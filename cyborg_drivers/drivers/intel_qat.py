@@ -32,10 +32,13 @@ class IntelQatDriver(base.AcceleratorDriver):
     name = 'intel_qat'
     description = 'Intel QAT (C62x, 4xxx...): one device per PF, VFs as units'
 
+    def claims(self, function: sysfs.PciFunction) -> bool:
+        return _is_qat(function)
+
     def discover(self, snapshot: sysfs.PciSnapshot
                  ) -> list[device_model.Accelerator]:
         return [self._pf(snapshot, function)
-                for function in self.physical_functions(snapshot, _is_qat)]
+                for function in self.physical_functions(snapshot)]
 
     def _pf(self, snapshot: sysfs.PciSnapshot,
             function: sysfs.PciFunction) -> device_model.Accelerator:

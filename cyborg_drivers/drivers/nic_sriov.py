@@ -59,6 +59,9 @@ ask for e.g. ``trait:CUSTOM_IPSEC=required``. ``<device>`` as in
     def is_configured(self) -> bool:
         return bool(self.options.physical_device_mappings)
 
+    def claims(self, function: sysfs.PciFunction) -> bool:
+        return _is_nic(function)
+
     def discover(self, snapshot: sysfs.PciSnapshot
                  ) -> list[device_model.Accelerator]:
         physnets = _mappings(self.options.physical_device_mappings,
@@ -67,7 +70,7 @@ ask for e.g. ``trait:CUSTOM_IPSEC=required``. ``<device>`` as in
                               'function_device_mappings')
         found = []
         seen = set()
-        for function in self.physical_functions(snapshot, _is_nic):
+        for function in self.physical_functions(snapshot):
             address = function.address
             keys = {address, *snapshot.listdir(address, 'net')}
             physnet = next((p for d, p in physnets if d in keys), None)

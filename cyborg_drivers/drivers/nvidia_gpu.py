@@ -49,10 +49,13 @@ Related options:
 """),
     ]
 
+    def claims(self, function: sysfs.PciFunction) -> bool:
+        return _is_gpu(function)
+
     def discover(self, snapshot: sysfs.PciSnapshot
                  ) -> list[device_model.Accelerator]:
         found = []
-        for function in self.physical_functions(snapshot, _is_gpu):
+        for function in self.physical_functions(snapshot):
             found.append(self._gpu(snapshot, function))
         return found
 
@@ -62,8 +65,10 @@ Related options:
         pid = function.product_id.upper()
         sriov, vfs = self.vf_units(snapshot, address)
         # On SR-IOV GPUs the types are offered by the VFs, one instance
-        # each; on older GPUs by the PF itself.
-        parents = vfs or (address,)
+        # each; on older GPUs by the PF itself. VFs are only looked at
+        # when a type is enabled: a listdir per VF adds up on big hosts.
+        parents = (vfs if vfs and self.options.enabled_vgpu_types
+                   else (address,))
         offered: dict[str, list[tuple[str, device_model.MdevType]]] = {}
         for parent in parents:
             for mdev in _mdev_types(snapshot, parent):

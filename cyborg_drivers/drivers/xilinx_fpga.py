@@ -29,10 +29,13 @@ class XilinxFpgaDriver(base.AcceleratorDriver):
     name = 'xilinx_fpga'
     description = 'AMD/Xilinx Alveo FPGAs (10ee), mgmt + user function'
 
+    def claims(self, function: sysfs.PciFunction) -> bool:
+        return _is_alveo(function)
+
     def discover(self, snapshot: sysfs.PciSnapshot
                  ) -> list[device_model.Accelerator]:
         slots: dict[str, list[sysfs.PciFunction]] = {}
-        for function in self.physical_functions(snapshot, _is_alveo):
+        for function in self.physical_functions(snapshot):
             slot = function.address.rpartition('.')[0]
             slots.setdefault(slot, []).append(function)
         return [self._card(snapshot, functions)

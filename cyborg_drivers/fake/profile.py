@@ -160,7 +160,7 @@ def normalise_profile(raw: Any, source: str | None = None) -> dict:
         raise
 
 
-# -- field checks ------------------------------------------------------------
+# -- field checks -------------------------------------------------------------
 
 
 def _mapping(value: Any, where: str, allowed: tuple[str, ...]) -> dict:
@@ -227,7 +227,8 @@ def _uuid(value: Any, where: str) -> str:
 def _address(value: Any, where: str) -> str:
     if not isinstance(value, str):
         # YAML 1.1 reads an unquoted 0000:00:17.0 as a base-60 number.
-        raise ProfileError('%s: address %r must be a quoted string'
+        raise ProfileError('%s: address %r must be a quoted string (YAML '
+                           'reads an unquoted 0000:00:17.0 as a number)'
                            % (where, value))
     try:
         parse_address(value)
@@ -238,7 +239,7 @@ def _address(value: Any, where: str) -> str:
     return value
 
 
-# -- sections ----------------------------------------------------------------
+# -- sections -----------------------------------------------------------------
 
 
 def _sriov(raw: Any, where: str) -> dict | None:
@@ -377,7 +378,7 @@ def _device(raw: Any, index: int) -> dict:
     }
 
 
-# -- whole profile -------------------------------------------------------------
+# -- whole profile ------------------------------------------------------------
 
 
 def _normalise(raw: Any) -> dict:
@@ -458,7 +459,7 @@ def _check_vfs(devices: list, by_address: dict) -> None:
             owner[vf] = dev['address']
 
 
-# -- synthetic hosts -----------------------------------------------------------
+# -- synthetic hosts ----------------------------------------------------------
 
 _SYNTH_ACCELERATORS = (
     {'vendor': 0x8086, 'device': 0x4940, 'class': 0x0b4000,

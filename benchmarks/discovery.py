@@ -1,0 +1,147 @@
+"""Discovery cost on a large synthetic host, side by side with lspci.
+
+Builds one synthetic host (accelerator PFs with many VFs, plus noise) of
+at least 600 PCI functions and times, interleaved in the same run so
+machine noise hits all of them alike:
+
+- ``cyborg-nova``: one full discovery cycle of every bundled driver
+  (nic_sriov configured for the host's NICs), in-process, as nova-compute
+  runs it each update;
+- ``lspci``: one ``lspci -nnn -D -A linux-sysfs -O sysfs.path=<tree>/bus/pci``
+  run, which upstream Cyborg's drivers spawn per driver, every cycle;
+- ``class-scan floor``: reading every function's ``class`` file and
+  nothing else, the least any sysfs discovery can do.
+
+Prints a Markdown table and writes it to ``benchmarks/results/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from oslo_config import cfg
+
+from cyborg_drivers import discovery
+from cyborg_drivers.fake import hosttree
+from cyborg_drivers import loader
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DRIVERS = ['nvidia_gpu', 'intel_fpga', 'xilinx_fpga', 'intel_qat',
+           'nic_sriov']
+
+
+def build_host(workdir: str, pfs: int, vfs: int, noise: int):
+    profile = hosttree.synthetic_profile(accelerator_pfs=pfs,
+                                         vfs_per_pf=vfs, noise=noise)
+    root = os.path.join(workdir, 'sys')
+    hosttree.build_tree(profile, root)
+    nics = [d for d in profile['devices'] if d.get('net')]
+    return root, profile, nics
+
+
+def make_discoverer(root: str, nics: list[dict]) -> discovery.Discoverer:
+    conf = cfg.ConfigOpts()
+    conf([])
+    drivers = loader.load(conf, DRIVERS)
+    conf.set_override('physical_device_mappings',
+                      ['physnet%d:%s' % (i, d['net'][0])
+                       for i, d in enumerate(nics)],
+                      group='cyborg_nic_sriov')
+    return discovery.Discoverer(drivers, root)
+
+
+def class_scan(root: str) -> int:
+    base = os.path.join(root, 'bus', 'pci', 'devices')
+    count = 0
+    for name in os.listdir(base):
+        with open(os.path.join(base, name, 'class'), 'rb') as f:
+            f.read()
+        count += 1
+    return count
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1000.0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--runs', type=int, default=30)
+    parser.add_argument('--pfs', type=int, default=9,
+                        help='accelerator PFs (default 9)')
+    parser.add_argument('--vfs', type=int, default=64,
+                        help='VFs per PF (default 64)')
+    parser.add_argument('--noise', type=int, default=40)
+    parser.add_argument('--output', default=os.path.join(
+        HERE, 'results', 'discovery.md'))
+    args = parser.parse_args(argv)
+
+    workdir = tempfile.mkdtemp(prefix='cyborg-nova-bench-')
+    root, profile, nics = build_host(workdir, args.pfs, args.vfs,
+                                     args.noise)
+    functions = len(os.listdir(os.path.join(root, 'bus', 'pci', 'devices')))
+    discoverer = make_discoverer(root, nics)
+    lspci = ['lspci', '-nnn', '-D', '-A', 'linux-sysfs', '-O',
+             'sysfs.path=%s/bus/pci' % root]
+    listed = subprocess.run(lspci, capture_output=True, text=True,
+                            check=True).stdout.count('\n')
+    result = discoverer.discover()
+    units = sum(a.total for a in result.accelerators)
+
+    samples = {'cyborg-nova discovery (all drivers)': [],
+               'lspci -nnn -D (one run)': [],
+               'class-scan floor': []}
+    fns = list(zip(samples.values(), [
+        discoverer.discover,
+        lambda: subprocess.run(lspci, stdout=subprocess.DEVNULL, check=True),
+        lambda: class_scan(root)]))
+    for _ in range(3):  # warm the page cache and the code paths
+        for _, fn in fns:
+            fn()
+    for _ in range(args.runs):
+        for bucket, fn in fns:
+            bucket.append(timed(fn))
+
+    rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    ours = statistics.median(samples['cyborg-nova discovery (all drivers)'])
+    theirs = statistics.median(samples['lspci -nnn -D (one run)'])
+    lines = [
+        '# Discovery on a synthetic host of %d PCI functions' % functions,
+        '',
+        '%d accelerators (%d assignable units) among %d functions; lspci '
+        'listed %d. %d interleaved runs each, after 3 warm-up runs. Python '
+        '%s.' % (len(result.accelerators), units, functions, listed,
+                 args.runs, sys.version.split()[0]),
+        '',
+        '| what | median ms | min ms | max ms |',
+        '|---|---:|---:|---:|',
+    ]
+    for name, values in samples.items():
+        lines.append('| %s | %.2f | %.2f | %.2f |' % (
+            name, statistics.median(values), min(values), max(values)))
+    lines += [
+        '',
+        'cyborg-nova / lspci median: **%.2f** (target: at most 0.25). '
+        'Peak RSS of this benchmark process: %.1f MiB.'
+        % (ours / theirs, rss_kib / 1024.0),
+        '',
+    ]
+    text = '\n'.join(lines)
+    print(text)
+    os.makedirs(os.path.dirname(args.output), exist_ok=True)
+    with open(args.output, 'w') as f:
+        f.write(text)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,468 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Build a fake Linux sysfs tree from a declarative host profile.
+
+The tree follows the kernel's layout and file formats closely enough that
+code reading ``/sys`` works on it unchanged when pointed at the tree's
+root, and so does ``lspci -A linux-sysfs -O sysfs.path=ROOT/bus/pci``:
+
+- ``devices/pci<domain>:<bus>/[<bridge>/...]<address>/`` per function,
+  with ``vendor``, ``device``, ``class``, ``uevent``, ``modalias``, a
+  256-byte ``config`` and the other attributes in the kernel's formats;
+  SR-IOV VFs are siblings of their PF, linked by ``virtfnN``/``physfn``;
+- ``bus/pci/devices/<address>``, ``bus/pci/drivers/<driver>/<address>``
+  and ``kernel/iommu_groups/<n>/devices/<address>`` links, and the
+  ``driver``, ``subsystem`` and ``iommu_group`` links back;
+- what accelerator drivers add: Intel FPGA (OPAE ``fpga/intel-fpga-dev.N``
+  or kernel DFL ``fpga_region/regionN``), Xilinx ``interface_uuids``,
+  mdev types, net devices, QAT state, and the ``class/*`` links to them.
+
+Every link is relative, so a finished tree can be moved or copied.
+
+Usage: ``python -m cyborg_drivers.fake.hosttree PROFILE DEST``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import zlib
+
+from cyborg_drivers.fake import profile as profile_lib
+
+PROFILE_NAMES = profile_lib.PROFILE_NAMES
+ProfileError = profile_lib.ProfileError
+expand_functions = profile_lib.expand_functions
+load_profile = profile_lib.load_profile
+normalise_profile = profile_lib.normalise_profile
+profile_path = profile_lib.profile_path
+synthetic_profile = profile_lib.synthetic_profile
+vf_addresses = profile_lib.vf_addresses
+
+__all__ = ['PROFILE_NAMES', 'ProfileError', 'build_tree', 'expand_functions',
+           'load_profile', 'main', 'normalise_profile', 'profile_path',
+           'synthetic_profile', 'vf_addresses']
+
+# Each NUMA node gets this many hyperthreaded cores, numbered the way
+# Linux numbers a two-socket Xeon: first threads of all nodes, then the
+# siblings.
+_CORES_PER_NODE = 20
+# Resource lines in the ``resource`` file: BARs, ROM, IOV BARs (13), plus
+# the four bridge windows on bridges.
+_RESOURCES, _BRIDGE_RESOURCES = 13, 17
+_EMPTY_RESOURCE = '0x%016x 0x%016x 0x%016x\n' % (0, 0, 0)
+_MAC_OUIS = {0x8086: (0xb4, 0x96, 0x91), 0x15b3: (0x0c, 0x42, 0xa1),
+             0x1af4: (0x52, 0x54, 0x00)}
+# PR regions of DFL FMEs are numbered apart from the per-card regions.
+_DFL_PR_REGION_BASE = 1000
+_DRIVER_FILES = ('bind', 'unbind', 'new_id', 'remove_id', 'uevent')
+
+
+def build_tree(profile: dict | str, root: str) -> None:
+    """Create a fake sysfs tree for ``profile`` at ``root``.
+
+    ``profile`` is a profile dict (validated here) or a YAML file path.
+    ``root`` must be absent or an empty directory. The tree is built in a
+    temporary sibling directory and renamed into place, so ``root`` is
+    either complete or untouched.
+
+    :raises ProfileError: the profile is invalid.
+    :raises FileExistsError: ``root`` exists and is not an empty directory.
+    """
+    if isinstance(profile, str):
+        profile = load_profile(profile)
+    else:
+        profile = normalise_profile(profile)
+    root = os.path.realpath(root)
+    if os.path.lexists(root) and (not os.path.isdir(root)
+                                  or os.listdir(root)):
+        raise FileExistsError(errno.EEXIST, 'destination exists and is not '
+                              'an empty directory', root)
+    parent = os.path.dirname(root)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix='.%s.' % os.path.basename(root),
+                           dir=parent)
+    try:
+        os.chmod(tmp, 0o755)
+        _Builder(profile, tmp).build()
+        # rename(2) replaces an empty directory atomically.
+        os.rename(tmp, root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, 'w', encoding='ascii') as f:
+        f.write(text)
+
+
+def _cpulist(cpus: list[int]) -> str:
+    """Kernel ``%*pbl`` format: ``0-19,40-59``."""
+    ranges = []
+    for cpu in sorted(cpus):
+        if ranges and ranges[-1][1] == cpu - 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ','.join('%d' % a if a == b else '%d-%d' % (a, b)
+                    for a, b in ranges)
+
+
+def _cpumask(cpus: list[int], ncpus: int) -> str:
+    """Kernel ``%*pb`` format: 32-bit hex words, most significant first."""
+    value = sum(1 << cpu for cpu in cpus)
+    nwords = (ncpus + 31) // 32
+    words = ['%08x' % (value >> (32 * i) & 0xffffffff)
+             for i in reversed(range(nwords))]
+    first_bits = ncpus - 32 * (nwords - 1)
+    words[0] = words[0][-((first_bits + 3) // 4):]
+    return ','.join(words)
+
+
+class _Builder:
+    """Writes one normalised profile into an existing empty directory."""
+
+    def __init__(self, profile: dict, root: str) -> None:
+        self.root = root
+        self.functions = expand_functions(profile)
+        self.by_address = {f['address']: f for f in self.functions}
+        self.dirs = {}
+        for function in self.functions:
+            self._device_dir(function)
+        self.bus_pci = os.path.join(root, 'bus', 'pci')
+        nodes = max([f['numa_node'] for f in self.functions] + [0]) + 1
+        self.ncpus = nodes * _CORES_PER_NODE * 2
+        self.node_cpus = {
+            n: [c for c in range(self.ncpus)
+                if c // _CORES_PER_NODE % nodes == n]
+            for n in range(nodes)}
+        self.node_cpus[-1] = list(range(self.ncpus))
+        self.counters = {'opae': 0, 'dfl': 0, 'ifindex': 2, 'irq': 24}
+
+    # -- layout decisions ----------------------------------------------------
+
+    def _device_dir(self, function: dict) -> str:
+        address = function['address']
+        if address not in self.dirs:
+            if function['physfn']:
+                # The kernel gives VFs their PF's parent device.
+                pf_dir = self._device_dir(self.by_address[function['physfn']])
+                path = os.path.join(os.path.dirname(pf_dir), address)
+            elif function['parent']:
+                path = os.path.join(
+                    self._device_dir(self.by_address[function['parent']]),
+                    address)
+            else:
+                domain, bus, _, _ = profile_lib.parse_address(address)
+                path = os.path.join(self.root, 'devices',
+                                    'pci%04x:%02x' % (domain, bus), address)
+            self.dirs[address] = path
+        return self.dirs[address]
+
+    def _iommu_groups(self) -> dict:
+        groups = {}
+        taken = {f['iommu_group'] for f in self.functions
+                 if f['iommu_group'] is not None}
+        next_group = 0
+        for function in self.functions:
+            group = function['iommu_group']
+            if group is None:
+                while next_group in taken:
+                    next_group += 1
+                group = next_group
+                taken.add(group)
+            groups[function['address']] = group
+        return groups
+
+    def _multifunction_slots(self) -> set:
+        # The header's multi-function bit is about physical functions; VFs
+        # packed into a slot do not make it one.
+        count = {}
+        for function in self.functions:
+            if not function['physfn']:
+                slot = function['address'].rpartition('.')[0]
+                count[slot] = count.get(slot, 0) + 1
+        return {slot for slot, n in count.items() if n > 1}
+
+    def _bridge_buses(self, function: dict) -> tuple[int, int]:
+        """Secondary and subordinate bus of a bridge, from what is below."""
+        bus = profile_lib.parse_address(function['address'])[1]
+        prefix = self.dirs[function['address']] + os.sep
+        below = [f for f in self.functions
+                 if self.dirs[f['address']].startswith(prefix)]
+        if not below:
+            return min(bus + 1, 0xff), min(bus + 1, 0xff)
+        buses = [profile_lib.parse_address(f['address'])[1] for f in below]
+        return min(buses), max(buses)
+
+    # -- writing -------------------------------------------------------------
+
+    def build(self) -> None:
+        for path in (os.path.join(self.bus_pci, 'devices'),
+                     os.path.join(self.bus_pci, 'drivers'),
+                     os.path.join(self.root, 'kernel', 'iommu_groups'),
+                     os.path.join(self.root, 'class')):
+            os.makedirs(path)
+        groups = self._iommu_groups()
+        multifunction = self._multifunction_slots()
+        for function in self.functions:
+            address = function['address']
+            self._function(function, groups[address],
+                           address.rpartition('.')[0] in multifunction)
+
+    def _link(self, target: str, link: str) -> None:
+        os.symlink(os.path.relpath(target, os.path.dirname(link)), link)
+
+    def _class_link(self, cls: str, name: str, target: str) -> None:
+        class_dir = os.path.join(self.root, 'class', cls)
+        os.makedirs(class_dir, exist_ok=True)
+        self._link(target, os.path.join(class_dir, name))
+        self._link(class_dir, os.path.join(target, 'subsystem'))
+
+    def _function(self, f: dict, group: int, multifunction: bool) -> None:
+        address, path = f['address'], self.dirs[f['address']]
+        os.makedirs(path, exist_ok=True)
+        cls, bound = f['class'], f['driver'] is not None
+        irq = 0
+        if not f['physfn']:
+            # VFs have no INTx pin; PFs show their legacy interrupt.
+            irq = self.counters['irq']
+            self.counters['irq'] += 1
+        modalias = ('pci:v%08Xd%08Xsv%08Xsd%08Xbc%02Xsc%02Xi%02X'
+                    % (f['vendor'], f['device'], f['subsystem_vendor'],
+                       f['subsystem_device'], cls >> 16, cls >> 8 & 0xff,
+                       cls & 0xff))
+        uevent = ['DRIVER=%s' % f['driver']] if bound else []
+        uevent += ['PCI_CLASS=%04X' % cls,
+                   'PCI_ID=%04X:%04X' % (f['vendor'], f['device']),
+                   'PCI_SUBSYS_ID=%04X:%04X' % (f['subsystem_vendor'],
+                                                f['subsystem_device']),
+                   'PCI_SLOT_NAME=%s' % address,
+                   'MODALIAS=%s' % modalias]
+        bridge = profile_lib.is_bridge(f)
+        cpus = self.node_cpus[f['numa_node']]
+        attrs = {
+            'vendor': '0x%04x\n' % f['vendor'],
+            'device': '0x%04x\n' % f['device'],
+            'subsystem_vendor': '0x%04x\n' % f['subsystem_vendor'],
+            'subsystem_device': '0x%04x\n' % f['subsystem_device'],
+            'class': '0x%06x\n' % cls,
+            'revision': '0x%02x\n' % f['revision'],
+            'numa_node': '%d\n' % f['numa_node'],
+            'local_cpulist': _cpulist(cpus) + '\n',
+            'local_cpus': _cpumask(cpus, self.ncpus) + '\n',
+            'enable': '%d\n' % bound,
+            'irq': '%d\n' % irq,
+            'modalias': modalias + '\n',
+            'uevent': '\n'.join(uevent) + '\n',
+            'driver_override': '(null)\n',
+            'resource': _EMPTY_RESOURCE * (_BRIDGE_RESOURCES if bridge
+                                           else _RESOURCES),
+        }
+        for name, text in attrs.items():
+            _write(os.path.join(path, name), text)
+        with open(os.path.join(path, 'config'), 'wb') as fp:
+            fp.write(self._config(f, irq, bridge, multifunction))
+
+        self._link(self.bus_pci, os.path.join(path, 'subsystem'))
+        self._link(path, os.path.join(self.bus_pci, 'devices', address))
+        if bound:
+            self._bind(f['driver'], address, path)
+        group_dir = os.path.join(self.root, 'kernel', 'iommu_groups',
+                                 str(group))
+        if not os.path.isdir(group_dir):
+            os.makedirs(os.path.join(group_dir, 'devices'))
+            _write(os.path.join(group_dir, 'type'), 'DMA\n')
+        self._link(group_dir, os.path.join(path, 'iommu_group'))
+        self._link(path, os.path.join(group_dir, 'devices', address))
+
+        if f['physfn']:
+            self._link(self.dirs[f['physfn']], os.path.join(path, 'physfn'))
+        if f['sriov']:
+            self._sriov(f, path)
+        if f['fpga']:
+            self._fpga(f, path)
+        if f['xilinx']:
+            for key in ('interface_uuids', 'logic_uuids'):
+                _write(os.path.join(path, key),
+                       ''.join(u + '\n' for u in f['xilinx'][key]))
+        if f['mdev_types']:
+            self._mdev(f, path)
+        for ifname in f['net'] or ():
+            self._net(f, path, ifname)
+        if f['qat']:
+            os.mkdir(os.path.join(path, 'qat'))
+            for key in ('cfg_services', 'state'):
+                _write(os.path.join(path, 'qat', key), f['qat'][key] + '\n')
+
+    def _config(self, f: dict, irq: int, bridge: bool,
+                multifunction: bool) -> bytes:
+        config = bytearray(256)
+        cls = f['class']
+        struct.pack_into('<HH', config, 0, f['vendor'], f['device'])
+        # Command: memory space and bus master once a driver enabled it.
+        struct.pack_into('<H', config, 4, 0x0006 if f['driver'] else 0)
+        struct.pack_into('<BBBB', config, 8, f['revision'], cls & 0xff,
+                         cls >> 8 & 0xff, cls >> 16)
+        config[0x0e] = (1 if bridge else 0) | (0x80 if multifunction else 0)
+        if bridge:
+            bus = profile_lib.parse_address(f['address'])[1]
+            secondary, subordinate = self._bridge_buses(f)
+            struct.pack_into('<BBB', config, 0x18, bus, secondary,
+                             subordinate)
+        else:
+            struct.pack_into('<HH', config, 0x2c, f['subsystem_vendor'],
+                             f['subsystem_device'])
+        if irq:
+            config[0x3c], config[0x3d] = irq & 0xff, 1
+        return bytes(config)
+
+    def _bind(self, driver: str, address: str, path: str) -> None:
+        driver_dir = os.path.join(self.bus_pci, 'drivers', driver)
+        if not os.path.isdir(driver_dir):
+            os.mkdir(driver_dir)
+            for name in _DRIVER_FILES:
+                _write(os.path.join(driver_dir, name), '')
+        self._link(driver_dir, os.path.join(path, 'driver'))
+        self._link(path, os.path.join(driver_dir, address))
+
+    def _sriov(self, f: dict, path: str) -> None:
+        sriov = f['sriov']
+        attrs = {'sriov_totalvfs': '%d\n' % sriov['totalvfs'],
+                 'sriov_numvfs': '%d\n' % sriov['numvfs'],
+                 'sriov_offset': '%d\n' % sriov['offset'],
+                 'sriov_stride': '%d\n' % sriov['stride'],
+                 'sriov_vf_device': '%x\n' % sriov['vf_device'],
+                 'sriov_drivers_autoprobe': '1\n'}
+        for name, text in attrs.items():
+            _write(os.path.join(path, name), text)
+        for n, vf in enumerate(vf_addresses(f['address'], sriov)):
+            self._link(self.dirs[vf], os.path.join(path, 'virtfn%d' % n))
+
+    def _fpga(self, f: dict, path: str) -> None:
+        fpga = f['fpga']
+        # With SR-IOV on, the FME stays on the PF and the port (the AFU)
+        # is handed to the VF, as both the OPAE and the DFL drivers do.
+        has_fme = not f['physfn']
+        has_port = f['physfn'] or not (f['sriov'] and f['sriov']['numvfs'])
+        k = self.counters[fpga['layout']]
+        self.counters[fpga['layout']] += 1
+        if fpga['layout'] == 'opae':
+            name = 'intel-fpga-dev.%d' % k
+            dev_dir = os.path.join(path, 'fpga', name)
+            os.makedirs(dev_dir)
+            self._link(path, os.path.join(dev_dir, 'device'))
+            if has_fme:
+                pr = os.path.join(dev_dir, 'intel-fpga-fme.%d' % k, 'pr')
+                os.makedirs(pr)
+                _write(os.path.join(pr, 'interface_id'),
+                       fpga['interface_id'] + '\n')
+            if has_port:
+                port = os.path.join(dev_dir, 'intel-fpga-port.%d' % k)
+                os.makedirs(port)
+                _write(os.path.join(port, 'afu_id'), fpga['afu_id'] + '\n')
+            self._class_link('fpga', name, dev_dir)
+            return
+        region = os.path.join(path, 'fpga_region', 'region%d' % k)
+        os.makedirs(region)
+        self._link(path, os.path.join(region, 'device'))
+        platform = os.path.join(self.root, 'bus', 'platform', 'devices')
+        os.makedirs(platform, exist_ok=True)
+        if has_fme:
+            fme = os.path.join(region, 'dfl-fme.%d' % k)
+            pr_dev = os.path.join(fme, 'dfl-fme-region.%d' % k)
+            pr_name = 'region%d' % (k + _DFL_PR_REGION_BASE)
+            pr_region = os.path.join(pr_dev, 'fpga_region', pr_name)
+            os.makedirs(pr_region)
+            # compat_id is printed as two u64 halves: 32 hex digits.
+            _write(os.path.join(pr_region, 'compat_id'),
+                   fpga['interface_id'] + '\n')
+            self._link(pr_dev, os.path.join(pr_region, 'device'))
+            self._class_link('fpga_region', pr_name, pr_region)
+            self._link(fme, os.path.join(platform, 'dfl-fme.%d' % k))
+        if has_port:
+            port = os.path.join(region, 'dfl-port.%d' % k)
+            os.makedirs(port)
+            _write(os.path.join(port, 'afu_id'), fpga['afu_id'] + '\n')
+            self._link(port, os.path.join(platform, 'dfl-port.%d' % k))
+        self._class_link('fpga_region', 'region%d' % k, region)
+
+    def _mdev(self, f: dict, path: str) -> None:
+        for type_id, attrs in f['mdev_types'].items():
+            type_dir = os.path.join(path, 'mdev_supported_types', type_id)
+            os.makedirs(os.path.join(type_dir, 'devices'))
+            for key in ('name', 'available_instances', 'device_api',
+                        'description'):
+                _write(os.path.join(type_dir, key), '%s\n' % attrs[key])
+            _write(os.path.join(type_dir, 'create'), '')
+        class_dir = os.path.join(self.root, 'class', 'mdev_bus')
+        os.makedirs(class_dir, exist_ok=True)
+        self._link(path, os.path.join(class_dir, f['address']))
+
+    def _net(self, f: dict, path: str, ifname: str) -> None:
+        net_dir = os.path.join(path, 'net', ifname)
+        os.makedirs(net_dir)
+        oui = _MAC_OUIS.get(f['vendor'], (0x02, 0x00, 0x00))
+        tail = zlib.crc32(('%s/%s' % (f['address'], ifname)).encode())
+        mac = oui + (tail >> 16 & 0xff, tail >> 8 & 0xff, tail & 0xff)
+        _write(os.path.join(net_dir, 'address'),
+               ':'.join('%02x' % b for b in mac) + '\n')
+        _write(os.path.join(net_dir, 'ifindex'),
+               '%d\n' % self.counters['ifindex'])
+        self.counters['ifindex'] += 1
+        _write(os.path.join(net_dir, 'operstate'), 'up\n')
+        self._link(path, os.path.join(net_dir, 'device'))
+        self._class_link('net', ifname, net_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line entry point; returns the exit status."""
+    prog = 'python -m cyborg_drivers.fake.hosttree'
+    parser = argparse.ArgumentParser(
+        prog=prog,
+        description='Build a fake Linux sysfs tree (a stand-in for /sys) '
+                    'from a host profile.')
+    parser.add_argument(
+        'profile', metavar='PROFILE',
+        help='host profile YAML file, or the name of a shipped profile '
+             '(%s)' % ', '.join(PROFILE_NAMES))
+    parser.add_argument(
+        'dest', metavar='DEST',
+        help='directory to create the tree in; must be absent or empty')
+    args = parser.parse_args(argv)
+    path = args.profile
+    if path in PROFILE_NAMES and not os.path.exists(path):
+        path = profile_path(path)
+    try:
+        profile = load_profile(path)
+        build_tree(profile, args.dest)
+    except ProfileError as exc:
+        print('%s: error: %s' % (prog, exc), file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print('%s: error: %s: %s' % (prog, exc.filename or args.dest,
+                                     exc.strerror or exc), file=sys.stderr)
+        return 2
+    print('built %s: %d PCI functions in %s'
+          % (profile['name'], len(expand_functions(profile)), args.dest))
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,265 @@
+"""Scenarios for test_events.py, run under umockdev-wrapper.
+
+Usage::
+
+    umockdev-wrapper PYTHON udev_worker.py SCENARIO [SOURCE]
+
+umockdev works by LD_PRELOAD, which has to be in place when the process
+starts, so these scenarios cannot run inside the pytest process: the test
+module runs this script in a subprocess. Each scenario drives a
+PciEventWatcher with a umockdev Testbed (real libudev and pyudev, fake
+sysfs and uevents) and prints one JSON object on stdout. Exit status
+SKIP_STATUS with {"skip": reason} means a dependency is missing.
+"""
+
+import dataclasses
+import json
+import logging
+import os
+import statistics
+import sys
+import threading
+import time
+
+SKIP_STATUS = 77
+WAIT = 5.0
+
+ADDRESS = '0000:3b:00.0'
+OTHER_ADDRESS = '0000:3b:00.1'
+
+
+def _skip(reason):
+    print(json.dumps({'skip': reason}))
+    sys.exit(SKIP_STATUS)
+
+
+def _testbed():
+    try:
+        import gi
+    except ImportError as e:
+        _skip('PyGObject (gi) not importable (%s)' % e)
+    try:
+        gi.require_version('UMockdev', '1.0')
+        from gi.repository import UMockdev
+    except (ImportError, ValueError) as e:
+        _skip('UMockdev typelib not available (%s); install Debian '
+              'package gir1.2-umockdev-1.0' % e)
+    # UMockdev.in_mock_environment() says False even under the wrapper
+    # (umockdev 0.17); the wrapper's doing is LD_PRELOAD.
+    if 'libumockdev-preload' not in os.environ.get('LD_PRELOAD', ''):
+        # Not a skip: without the preload these scenarios would emit
+        # nothing and watch the real host.
+        sys.exit('not running under umockdev-wrapper (no '
+                 'libumockdev-preload in LD_PRELOAD)')
+    # Before any udev monitor exists: a monitor created earlier never
+    # hears the testbed's uevents.
+    testbed = UMockdev.Testbed.new()
+    try:
+        import pyudev
+        pyudev.Context()
+    except (ImportError, OSError) as e:
+        _skip('pyudev/libudev not usable (%s)' % e)
+    return testbed
+
+
+class Recorder:
+    """A PciEventWatcher callback that keeps what it receives."""
+
+    def __init__(self, raises=False):
+        self.raises = raises
+        self.received = []  # (monotonic time, PciEvent)
+        self._cond = threading.Condition()
+
+    def __call__(self, event):
+        with self._cond:
+            self.received.append((time.monotonic(), event))
+            self._cond.notify_all()
+        if self.raises:
+            raise RuntimeError('callback failure for %s' % event.address)
+
+    def wait_for(self, action, address, timeout=WAIT):
+        """Return (time, event) of the first matching event, or None."""
+        def find():
+            for item in self.received:
+                if (item[1].action, item[1].address) == (action, address):
+                    return item
+            return None
+        with self._cond:
+            self._cond.wait_for(find, timeout)
+            return find()
+
+    def wait_count(self, count, timeout=WAIT):
+        """Wait until count events are in; return whether they are."""
+        with self._cond:
+            return self._cond.wait_for(
+                lambda: len(self.received) >= count, timeout)
+
+    def events(self):
+        return [dataclasses.asdict(event) for _t, event in self.received]
+
+
+class ErrorCounter(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def add_pci(testbed, address=ADDRESS, parent=None):
+    if parent is None:
+        # A real function sits under its host bridge. Umockdev gives the
+        # bridge a 'pci' subsystem (real ones have none), so its event
+        # also exercises the watcher's own address filter.
+        parent = testbed.add_device('pci', 'pci0000:3a', None, [], [])
+    return testbed.add_device(
+        'pci', address, parent,
+        ['vendor', '0x8086', 'device', '0x4940', 'class', '0x0b4000',
+         'subsystem_vendor', '0x8086', 'subsystem_device', '0x0000',
+         'numa_node', '0', 'enable', '1'],
+        ['PCI_ID', '8086:4940', 'PCI_SUBSYS_ID', '8086:0000',
+         'PCI_SLOT_NAME', address, 'PCI_CLASS', 'B4000'])
+
+
+def _ms(start, item):
+    return None if item is None else (item[0] - start) * 1000.0
+
+
+def scenario_add(testbed, events, source):
+    recorder = Recorder()
+    with events.PciEventWatcher(recorder, source=source):
+        bridge = testbed.add_device('pci', 'pci0000:3a', None, [], [])
+        start = time.monotonic()
+        add_pci(testbed, ADDRESS, bridge)
+        got = recorder.wait_for('add', ADDRESS)
+    return {'events': recorder.events(), 'latency_ms': _ms(start, got)}
+
+
+def scenario_change_remove(testbed, events, source):
+    recorder = Recorder()
+    latency = {}
+    with events.PciEventWatcher(recorder, source=source):
+        path = add_pci(testbed)
+        recorder.wait_for('add', ADDRESS)
+
+        testbed.set_attribute(path, 'numa_node', '1')
+        start = time.monotonic()
+        testbed.uevent(path, 'change')
+        latency['change'] = _ms(start, recorder.wait_for('change', ADDRESS))
+
+        # remove_device() sends no uevent of its own, and afterwards the
+        # device is gone: announce the removal first, like the kernel.
+        start = time.monotonic()
+        testbed.uevent(path, 'remove')
+        testbed.remove_device(path)
+        latency['remove'] = _ms(start, recorder.wait_for('remove', ADDRESS))
+    return {'events': recorder.events(), 'latency_ms': latency}
+
+
+def scenario_non_pci(testbed, events, source):
+    recorder = Recorder()
+    with events.PciEventWatcher(recorder, source=source):
+        usb = testbed.add_device(
+            'usb', '1-1', None,
+            ['idVendor', '8086', 'idProduct', '0b40'],
+            ['DEVTYPE', 'usb_device', 'PRODUCT', '8086/b40/0'])
+        net = testbed.add_device(
+            'net', 'eth7', None, ['address', '52:54:00:12:34:56'],
+            ['INTERFACE', 'eth7', 'IFINDEX', '7'])
+        testbed.uevent(usb, 'change')
+        testbed.uevent(net, 'change')
+        # Uevents arrive in order: once this one is in, any of the
+        # above that were going to be delivered would have been.
+        add_pci(testbed)
+        recorder.wait_for('add', ADDRESS)
+    return {'events': recorder.events()}
+
+
+def scenario_callback_raises(testbed, events, source):
+    errors = ErrorCounter()
+    logging.getLogger(events.__name__).addHandler(errors)
+    recorder = Recorder(raises=True)
+    with events.PciEventWatcher(recorder, source=source) as watcher:
+        bridge = testbed.add_device('pci', 'pci0000:3a', None, [], [])
+        first = add_pci(testbed, ADDRESS, bridge)
+        recorder.wait_for('add', ADDRESS)
+        add_pci(testbed, OTHER_ADDRESS, bridge)
+        recorder.wait_for('add', OTHER_ADDRESS)
+        testbed.uevent(first, 'change')
+        recorder.wait_for('change', ADDRESS)
+        running = watcher.running
+    return {'events': recorder.events(), 'running': running,
+            'logged_errors': errors.messages}
+
+
+def scenario_lifecycle(testbed, events, source):
+    stopped = Recorder()
+    sentinel = Recorder()
+    watcher = events.PciEventWatcher(stopped, source=source)
+    watcher.start()
+    watcher.start()
+    threads_after_two_starts = sum(
+        t.name == 'pci-event-watcher' for t in threading.enumerate())
+    watcher.stop()
+    watcher.stop()
+    running_after_stop = watcher.running
+    with events.PciEventWatcher(sentinel, source=source):
+        add_pci(testbed)
+        sentinel_got = sentinel.wait_for('add', ADDRESS) is not None
+    return {'threads_after_two_starts': threads_after_two_starts,
+            'running_after_stop': running_after_stop,
+            'sentinel_got_event': sentinel_got,
+            'stopped_events': stopped.events()}
+
+
+def scenario_latency(testbed, events, source, rounds=50):
+    recorder = Recorder()
+    samples = []
+    with events.PciEventWatcher(recorder, source=source):
+        bridge = testbed.add_device('pci', 'pci0000:3a', None, [], [])
+        start = time.monotonic()
+        path = add_pci(testbed, ADDRESS, bridge)
+        add_ms = _ms(start, recorder.wait_for('add', ADDRESS))
+        for _ in range(rounds):
+            seen = len(recorder.received)
+            start = time.monotonic()
+            testbed.uevent(path, 'change')
+            if recorder.wait_count(seen + 1):
+                samples.append(_ms(start, recorder.received[seen]))
+    samples.sort()
+    return {
+        'add_ms': add_ms,
+        'change_rounds': rounds,
+        'change_received': len(samples),
+        'change_ms': {
+            'min': samples[0] if samples else None,
+            'median': statistics.median(samples) if samples else None,
+            'p95': (samples[int(len(samples) * 0.95) - 1]
+                    if samples else None),
+            'max': samples[-1] if samples else None,
+        },
+    }
+
+
+SCENARIOS = {
+    'add': scenario_add,
+    'change_remove': scenario_change_remove,
+    'non_pci': scenario_non_pci,
+    'callback_raises': scenario_callback_raises,
+    'lifecycle': scenario_lifecycle,
+    'latency': scenario_latency,
+}
+
+
+def main(argv):
+    name = argv[1]
+    source = argv[2] if len(argv) > 2 else 'udev'
+    testbed = _testbed()
+    from cyborg_drivers import events
+    result = SCENARIOS[name](testbed, events, source)
+    print(json.dumps(result))
+
+
+if __name__ == '__main__':
+    main(sys.argv)

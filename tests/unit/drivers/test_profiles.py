@@ -1,0 +1,240 @@
+"""Every driver on the shipped host profiles: exactly the accelerators.
+
+Expected values are written out by hand from the profiles' hardware (not
+derived from the profile data), so a driver that reports noise, misses a
+device or miscounts units fails here.
+"""
+
+import json
+import os
+
+from oslo_config import cfg
+import pytest
+
+from cyborg_drivers import device as device_model
+from cyborg_drivers import discovery
+from cyborg_drivers import loader
+
+DEFAULT = ['nvidia_gpu', 'intel_fpga', 'xilinx_fpga', 'intel_qat']
+A10_IFACE = 'CUSTOM_FPGA_REGION_INTEL_9346116DA52D5CA8B06AA9A389EF7C8D'
+NLB0 = 'CUSTOM_FPGA_FUNCTION_ID_INTEL_D8424DC4A4A3C413F89E433683F9040B'
+NLB3 = 'CUSTOM_FPGA_FUNCTION_ID_INTEL_F7DF405CBD7ACF7222F144B0B93ACD18'
+
+
+def discover(root, names=DEFAULT, conf_text=''):
+    conf = cfg.ConfigOpts()
+    files = []
+    if conf_text:
+        path = os.path.join(os.path.dirname(root), 'test.conf')
+        with open(path, 'w') as f:
+            f.write(conf_text)
+        files = [path]
+    conf(['--config-file=%s' % p for p in files])
+    return discovery.Discoverer(loader.load(conf, names), root).discover()
+
+
+def table(result):
+    return [(a.address, a.driver, a.resource_class, a.total)
+            for a in result.accelerators]
+
+
+def test_gpu_host(host_tree):
+    result = discover(host_tree('gpu-host'))
+    assert table(result) == [
+        ('0000:3b:00.0', 'nvidia_gpu', 'PGPU', 1),
+        ('0000:3c:00.0', 'nvidia_gpu', 'PGPU', 1),
+        ('0000:5e:00.0', 'nvidia_gpu', 'PGPU', 1),
+        ('0000:5f:00.0', 'nvidia_gpu', 'VGPU', 4),
+        ('0000:86:00.0', 'nvidia_gpu', 'PGPU', 1),
+        ('0000:87:00.0', 'nvidia_gpu', 'VGPU', 4),
+        ('0000:af:00.0', 'nvidia_gpu', 'PGPU', 1),
+        ('0000:d8:00.0', 'nvidia_gpu', 'PGPU', 1),
+    ]
+    by = result.by_address()
+    assert by['0000:3b:00.0'].traits == ('CUSTOM_NVIDIA_1EB8',)
+    assert by['0000:af:00.0'].traits == ('CUSTOM_NVIDIA_2236',)
+    a100 = by['0000:5f:00.0']
+    assert a100.traits == ('CUSTOM_NVIDIA_20B0', 'CUSTOM_VF')
+    assert a100.sriov.total_vfs == 16
+    assert a100.units == a100.sriov.vf_addresses
+    assert len(set(a100.units)) == 4
+    # The BMC's VGA (ASPEED) and the T4's audio function are not GPUs.
+    assert '0000:3b:00.1' not in by
+    assert [a.numa_node for a in result.accelerators] == [0, 0, 0, 0,
+                                                          1, 1, 1, 1]
+    # The offered vGPU types are shown on the whole GPU, not enabled.
+    assert {m.type_id for m in by['0000:3b:00.0'].mdev_types} == {
+        'nvidia-222', 'nvidia-223'}
+    assert result.problems == {}
+
+
+def test_gpu_host_with_vgpu_type_enabled(host_tree):
+    result = discover(host_tree('gpu-host'),
+                      conf_text='[cyborg_nvidia_gpu]\n'
+                                'enabled_vgpu_types = nvidia-223,nvidia-222\n')
+    t4 = result.by_address()['0000:3b:00.0']
+    assert t4.resource_class == 'VGPU'
+    # First enabled type the GPU offers wins: nvidia-223 (GRID T4-2B).
+    assert t4.traits == ('CUSTOM_NVIDIA_1EB8_T4_2B',)
+    assert t4.total == 8
+    assert t4.capabilities == (('vgpu_type', 'nvidia-223'),)
+    # GPUs without the type stay whole.
+    assert result.by_address()['0000:3c:00.0'].resource_class == 'PGPU'
+
+
+def test_fpga_host(host_tree):
+    result = discover(host_tree('fpga-host'))
+    assert table(result) == [
+        ('0000:5e:00.0', 'intel_fpga', 'FPGA', 1),
+        ('0000:af:00.0', 'intel_fpga', 'FPGA', 1),
+        ('0000:d8:00.1', 'xilinx_fpga', 'FPGA', 1),
+    ]
+    by = result.by_address()
+    assert by['0000:5e:00.0'].traits == tuple(sorted((
+        'CUSTOM_FPGA_INTEL', 'CUSTOM_FPGA_INTEL_PAC_ARRIA10', A10_IFACE,
+        NLB0)))
+    assert NLB3 in by['0000:af:00.0'].traits
+    region = by['0000:5e:00.0'].fpga_regions[0]
+    assert region.layout == 'opae'
+    assert region.interface_id == '9346116da52d5ca8b06aa9a389ef7c8d'
+    alveo = by['0000:d8:00.1']
+    assert alveo.functions == ('0000:d8:00.0', '0000:d8:00.1')
+    assert alveo.units == ('0000:d8:00.1',)
+    assert 'CUSTOM_FPGA_XILINX' in alveo.traits
+    assert 'CUSTOM_FPGA_PRODUCT_ID_5005' in alveo.traits
+    assert alveo.capabilities == (('management_function', '0000:d8:00.0'),)
+    assert any(t.startswith('CUSTOM_FPGA_REGION_XILINX_')
+               for t in alveo.traits)
+
+
+def test_crypto_nic_host_qat(host_tree):
+    result = discover(host_tree('crypto-nic-host'))
+    assert table(result) == [
+        ('0000:6b:00.0', 'intel_qat', 'CUSTOM_QAT', 16),
+        ('0000:70:00.0', 'intel_qat', 'CUSTOM_QAT', 16),
+        ('0000:e8:00.0', 'intel_qat', 'CUSTOM_QAT', 16),
+    ]
+    by = result.by_address()
+    assert by['0000:6b:00.0'].traits == ('CUSTOM_QAT', 'CUSTOM_QAT_ASYM',
+                                         'CUSTOM_QAT_SYM')
+    assert by['0000:70:00.0'].traits == ('CUSTOM_QAT', 'CUSTOM_QAT_DC')
+    units = [u for a in result.accelerators for u in a.units]
+    assert len(units) == len(set(units)) == 48
+
+
+NIC_CONF = """[cyborg_nic_sriov]
+physical_device_mappings = physnet1:ens1f0,physnet2:0000:af:00.0
+function_device_mappings = ipsec:ens2f0
+"""
+
+
+def test_crypto_nic_host_nics(host_tree):
+    result = discover(host_tree('crypto-nic-host'), ['nic_sriov'],
+                      NIC_CONF)
+    assert table(result) == [
+        ('0000:3b:00.0', 'nic_sriov', 'CUSTOM_NIC', 64),
+        ('0000:af:00.0', 'nic_sriov', 'CUSTOM_NIC', 64),
+    ]
+    by = result.by_address()
+    assert by['0000:3b:00.0'].traits == ('CUSTOM_PHYSNET1', 'CUSTOM_VF',
+                                         'HW_NIC_SRIOV')
+    assert by['0000:af:00.0'].traits == ('CUSTOM_IPSEC', 'CUSTOM_PHYSNET2',
+                                         'CUSTOM_VF', 'HW_NIC_SRIOV')
+    # 64 VFs from 0000:3b:00.0 cross into the next slots and bus.
+    assert len(set(by['0000:3b:00.0'].units)) == 64
+
+
+def test_nic_driver_unconfigured_reports_nothing(host_tree):
+    result = discover(host_tree('crypto-nic-host'), ['nic_sriov'])
+    assert result.accelerators == ()
+
+
+def test_nic_mapping_to_unknown_device(host_tree):
+    result = discover(host_tree('crypto-nic-host'), ['nic_sriov'],
+                      '[cyborg_nic_sriov]\n'
+                      'physical_device_mappings = physnet1:ens9f9\n')
+    assert result.accelerators == ()
+    assert 'no Intel or Mellanox' in result.problems['ens9f9']
+
+
+def test_nic_mapping_malformed(host_tree):
+    result = discover(host_tree('crypto-nic-host'), ['nic_sriov'],
+                      '[cyborg_nic_sriov]\n'
+                      'physical_device_mappings = ens1f0\n')
+    assert 'is not <name>:<device>' in result.driver_errors['nic_sriov']
+
+
+def test_mixed_host(host_tree):
+    result = discover(host_tree('mixed-host'), DEFAULT + ['nic_sriov'],
+                      '[cyborg_nic_sriov]\n'
+                      'physical_device_mappings = physnet1:enp94s0f0\n')
+    assert table(result) == [
+        ('0000:3b:00.0', 'nvidia_gpu', 'PGPU', 1),
+        ('0000:3c:00.0', 'intel_fpga', 'FPGA', 1),
+        ('0000:5e:00.0', 'nic_sriov', 'CUSTOM_NIC', 4),
+        ('0000:86:00.0', 'intel_fpga', 'FPGA', 1),
+        ('0000:af:00.0', 'nvidia_gpu', 'PGPU', 1),
+        ('0000:d8:00.0', 'intel_qat', 'CUSTOM_QAT', 8),
+    ]
+    by = result.by_address()
+    n3000 = by['0000:86:00.0']
+    assert 'CUSTOM_FPGA_INTEL_PAC_N3000' in n3000.traits
+    assert n3000.fpga_regions[0].layout == 'dfl'
+    assert n3000.fpga_regions[0].interface_id
+    assert any(t.startswith('CUSTOM_FPGA_FUNCTION_ID_INTEL_')
+               for t in n3000.traits)
+    assert by['0000:3c:00.0'].traits == tuple(sorted((
+        'CUSTOM_FPGA_INTEL', 'CUSTOM_FPGA_INTEL_PAC_ARRIA10', A10_IFACE,
+        NLB0)))
+
+
+@pytest.mark.parametrize('profile', ['gpu-host', 'fpga-host',
+                                     'crypto-nic-host', 'mixed-host'])
+def test_iommu_groups_and_drivers_read(host_tree, profile):
+    for accelerator in discover(host_tree(profile)).accelerators:
+        assert isinstance(accelerator.iommu_group, int)
+        assert accelerator.kernel_driver
+
+
+def test_fpga_without_driver_bound(host_tree):
+    result = discover(host_tree({'name': 'unbound', 'devices': [
+        {'address': '0000:5e:00.0', 'vendor': 0x8086, 'device': 0x09c4,
+         'class': 0x120000}]}))
+    (pac,) = result.accelerators
+    assert pac.setup_required
+    assert 'bound' in pac.problems[0]
+    assert pac.traits == ('CUSTOM_FPGA_INTEL',
+                          'CUSTOM_FPGA_INTEL_PAC_ARRIA10')
+
+
+def test_fpga_port_on_vf(host_tree):
+    # With SR-IOV on, the OPAE driver hands the port to the VF: the
+    # function id is read there and the VF is the unit.
+    result = discover(host_tree({'name': 'pac-vf', 'devices': [
+        {'address': '0000:5e:00.0', 'vendor': 0x8086, 'device': 0x09c4,
+         'class': 0x120000, 'driver': 'intel-fpga-pci',
+         'sriov': {'totalvfs': 1, 'numvfs': 1, 'vf_device': 0x09c5,
+                   'vf_driver': 'vfio-pci'},
+         'fpga': {'layout': 'opae',
+                  'interface_id': '9346116d-a52d-5ca8-b06a-a9a389ef7c8d',
+                  'afu_id': 'd8424dc4-a4a3-c413-f89e-433683f9040b'}}]}))
+    (pac,) = result.accelerators
+    assert pac.units == ('0000:5e:00.1',)
+    assert NLB0 in pac.traits and A10_IFACE in pac.traits
+
+
+def test_hardware_json_matches_internal_api(host_tree):
+    (pac, *_) = discover(host_tree('fpga-host')).accelerators
+    hw = json.loads(json.dumps(pac.to_hardware('compute-1')))
+    assert hw['uuid'] == device_model.device_uuid('compute-1',
+                                                  '0000:5e:00.0')
+    assert hw['acc_specs'] == {
+        'remote': 0, 'num': 1, 'device_type': 'FPGA',
+        'acc_capability': {'num': 1}}
+    assert hw['acc_status'] == {'setup_required': False,
+                                'reboot_required': False}
+    assert hw['placement']['resource_class'] == 'FPGA'
+    assert hw['pci']['address'] == '0000:5e:00.0'
+    # Stable: same host and address, same uuid; another host, another.
+    assert pac.to_hardware('compute-1')['uuid'] == hw['uuid']
+    assert pac.to_hardware('compute-2')['uuid'] != hw['uuid']

@@ -1,0 +1,748 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Tests of the fake sysfs builder and its host profiles."""
+
+import copy
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from cyborg_drivers.fake import hosttree
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+LSPCI = shutil.which('lspci') or (
+    '/usr/bin/lspci' if os.access('/usr/bin/lspci', os.X_OK) else None)
+LSPCI_LINE = re.compile(
+    r'^(?P<address>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]) '
+    r'(?P<class_name>.+?) \[(?P<class>[0-9a-f]{4})\]: '
+    r'.*\[(?P<vendor>[0-9a-f]{4}):(?P<device>[0-9a-f]{4})\]'
+    r'(?: \(rev (?P<rev>[0-9a-f]{2})\))?$')
+
+PAC_INTERFACE = '9346116d-a52d-5ca8-b06a-a9a389ef7c8d'
+NLB0 = 'd8424dc4-a4a3-c413-f89e-433683f9040b'
+NLB3 = 'f7df405c-bd7a-cf72-22f1-44b0b93acd18'
+
+# Functions (VFs included) of each shipped profile, counted by hand.
+SHIPPED_COUNTS = {'gpu-host': 33, 'fpga-host': 15, 'crypto-nic-host': 191,
+                  'mixed-host': 32}
+
+
+def small_profile():
+    """A host exercising every feature of the builder."""
+    return {
+        'name': 'small',
+        'description': 'unit test host',
+        'devices': [
+            {'address': '0000:00:00.0', 'vendor': 0x8086, 'device': 0x2020,
+             'class': 0x060000, 'revision': 4, 'numa_node': 0},
+            {'address': '0000:17:00.0', 'vendor': 0x8086, 'device': 0x2030,
+             'class': 0x060400, 'driver': 'pcieport', 'numa_node': 0,
+             'iommu_group': 40},
+            {'address': '0000:18:00.0', 'vendor': 0x144d, 'device': 0xa808,
+             'class': 0x010802, 'subsystem_device': 0xa801,
+             'driver': 'nvme', 'parent': '0000:17:00.0', 'numa_node': 0,
+             'iommu_group': 40},
+            # Listed before its bridge on purpose: order is resolved.
+            {'address': '0000:3b:00.0', 'vendor': 0x8086, 'device': 0x09c4,
+             'class': 0x120000, 'revision': 1, 'numa_node': 0,
+             'driver': 'intel-fpga-pci', 'parent': '0000:3a:00.0',
+             'sriov': {'totalvfs': 1, 'numvfs': 1, 'vf_device': 0x09c5,
+                       'vf_driver': 'intel-fpga-pci'},
+             'fpga': {'layout': 'opae', 'interface_id': PAC_INTERFACE,
+                      'afu_id': NLB0}},
+            {'address': '0000:3a:00.0', 'vendor': 0x8086, 'device': 0x2030,
+             'class': 0x060400, 'driver': 'pcieport', 'numa_node': 0},
+            {'address': '0000:5e:00.0', 'vendor': 0x10de, 'device': 0x1eb8,
+             'class': 0x030200, 'subsystem_device': 0x12a2,
+             'revision': 0xa1, 'numa_node': 0, 'driver': 'nvidia',
+             'mdev_types': {
+                 'nvidia-222': {'name': 'GRID T4-1B',
+                                'available_instances': 16,
+                                'description': 'num_heads=4'},
+                 'nvidia-223': {'name': 'GRID T4-2B',
+                                'available_instances': 8}}},
+            {'address': '0000:5e:00.1', 'vendor': 0x10de, 'device': 0x10f0,
+             'class': 0x040300, 'revision': 0xa1, 'numa_node': 0,
+             'driver': 'snd_hda_intel'},
+            {'address': '0000:5f:00.0', 'vendor': 0x15b3, 'device': 0x1017,
+             'class': 0x020000, 'subsystem_device': 7, 'numa_node': 0,
+             'driver': 'mlx5_core', 'net': ['enp95s0f0']},
+            {'address': '0000:86:00.0', 'vendor': 0x8086, 'device': 0x0b30,
+             'class': 0x120000, 'numa_node': 1, 'driver': 'dfl-pci',
+             'fpga': {'layout': 'dfl',
+                      'interface_id': PAC_INTERFACE.upper(),
+                      'afu_id': NLB3.replace('-', '')}},
+            {'address': '0000:af:00.0', 'vendor': '0x8086',
+             'device': '0x4940', 'class': 0x0b4000, 'revision': 0x40,
+             'numa_node': 1, 'driver': '4xxx',
+             'sriov': {'totalvfs': 64, 'numvfs': 64, 'vf_device': 0x4941,
+                       'vf_driver': '4xxxvf', 'offset': 16},
+             'qat': {'cfg_services': 'sym;asym'}},
+            {'address': '0000:d8:00.0', 'vendor': 0x10ee, 'device': 0x5004,
+             'class': 0x120000, 'subsystem_device': 0x000e,
+             'numa_node': 1, 'driver': 'xclmgmt',
+             'xilinx': {'interface_uuids': [PAC_INTERFACE],
+                        'logic_uuids': [NLB0, NLB3]}},
+            {'address': '0000:d8:00.1', 'vendor': 0x10ee, 'device': 0x5005,
+             'class': 0x120000, 'subsystem_device': 0x000e,
+             'numa_node': 1, 'driver': 'xocl'},
+            {'address': '0000:d9:00.0', 'vendor': 0x1af4, 'device': 0x1000,
+             'class': 0x020000, 'subsystem_vendor': 0x1af4,
+             'subsystem_device': 1, 'label': 'no NUMA node, no driver'},
+        ]}
+
+
+SMALL_FUNCTIONS = 13 + 1 + 64
+
+
+@pytest.fixture(scope='module')
+def small(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp('small') / 'sys')
+    hosttree.build_tree(small_profile(), root)
+    return root
+
+
+def read(*parts):
+    with open(os.path.join(*parts)) as f:
+        return f.read()
+
+
+def dev(root, address, *parts):
+    return os.path.join(root, 'bus', 'pci', 'devices', address, *parts)
+
+
+def config(root, address):
+    with open(dev(root, address, 'config'), 'rb') as f:
+        return f.read()
+
+
+def run_lspci(root):
+    if not LSPCI:
+        pytest.skip('lspci (pciutils) is not installed')
+    out = subprocess.run(
+        [LSPCI, '-nnn', '-D', '-A', 'linux-sysfs', '-O',
+         'sysfs.path=%s' % os.path.join(root, 'bus', 'pci')],
+        check=True, capture_output=True, text=True).stdout
+    return out.splitlines()
+
+
+def all_links(root):
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                yield path
+
+
+# -- shipped profiles ---------------------------------------------------------
+
+
+def test_profile_names_match_shipped_files():
+    shipped = sorted(name[:-5] for name in os.listdir(os.path.dirname(
+        hosttree.profile_path('gpu-host'))) if name.endswith('.yaml'))
+    assert shipped == sorted(hosttree.PROFILE_NAMES)
+    assert hosttree.PROFILE_NAMES == ('gpu-host', 'fpga-host',
+                                      'crypto-nic-host', 'mixed-host')
+    with pytest.raises(hosttree.ProfileError, match='no-such-host'):
+        hosttree.profile_path('no-such-host')
+
+
+@pytest.mark.parametrize('name', hosttree.PROFILE_NAMES)
+def test_shipped_profile_builds(name, tmp_path):
+    path = hosttree.profile_path(name)
+    with open(path) as f:
+        assert f.readline().startswith('# %s: ' % name)
+    profile = hosttree.load_profile(path)
+    assert profile['name'] == name
+    # Normalising is idempotent, so build_tree may re-validate.
+    assert hosttree.normalise_profile(copy.deepcopy(profile)) == profile
+    root = str(tmp_path / 'sys')
+    hosttree.build_tree(path, root)
+    entries = os.listdir(os.path.join(root, 'bus', 'pci', 'devices'))
+    assert len(entries) == SHIPPED_COUNTS[name]
+    assert sorted(entries) == [
+        f['address'] for f in hosttree.expand_functions(profile)]
+    for link in all_links(root):
+        assert os.path.exists(link), 'dangling link %s' % link
+        assert not os.path.isabs(os.readlink(link))
+
+
+@pytest.mark.parametrize('name', hosttree.PROFILE_NAMES)
+def test_shipped_profile_has_noise(name):
+    devices = hosttree.load_profile(hosttree.profile_path(name))['devices']
+    ids = {(d['vendor'], d['device'], d['class'], d['driver'])
+           for d in devices}
+    assert (0x144d, 0xa808, 0x010802, 'nvme') in ids
+    assert (0x8086, 0xa182, 0x010601, 'ahci') in ids
+    assert (0x1af4, 0x1000, 0x020000, 'virtio-pci') in ids
+    assert (0x8086, 0x2020, 0x060000, None) in ids
+    assert (0x1a03, 0x2000, 0x030000, 'ast') in ids
+    root_ports = {d['address'] for d in devices
+                  if (d['vendor'], d['device'], d['class'])
+                  == (0x8086, 0x2030, 0x060400)}
+    assert root_ports & {d['parent'] for d in devices}
+
+
+def test_gpu_host_contents():
+    profile = hosttree.load_profile(hosttree.profile_path('gpu-host'))
+    gpus = [d for d in profile['devices'] if d['vendor'] == 0x10de
+            and d['class'] == 0x030200]
+    assert sorted(d['device'] for d in gpus) == [0x1eb8] * 4 + [
+        0x20b0] * 2 + [0x2236] * 2
+    assert {d['numa_node'] for d in gpus} == {0, 1}
+    mdev = [d for d in gpus if d['mdev_types']]
+    assert len(mdev) == 1
+    assert mdev[0]['mdev_types']['nvidia-222']['name'] == 'GRID T4-1B'
+    assert mdev[0]['mdev_types']['nvidia-223']['available_instances'] == 8
+    a100 = [d for d in gpus if d['device'] == 0x20b0]
+    assert all(d['sriov']['totalvfs'] == 16 and d['sriov']['numvfs'] == 4
+               for d in a100)
+    audio = [d for d in profile['devices'] if d['class'] == 0x040300]
+    assert [(d['device'], d['driver']) for d in audio] == [
+        (0x10f0, 'snd_hda_intel')]
+
+
+# -- tree layout --------------------------------------------------------------
+
+
+def test_bus_links_resolve_to_nested_device_dirs(small):
+    link = dev(small, '0000:3b:00.0')
+    assert os.readlink(link) == (
+        '../../../devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0')
+    assert os.path.realpath(link) == os.path.join(
+        os.path.realpath(small), 'devices', 'pci0000:3a', '0000:3a:00.0',
+        '0000:3b:00.0')
+    assert os.readlink(dev(small, '0000:af:00.0')) == (
+        '../../../devices/pci0000:af/0000:af:00.0')
+    assert os.readlink(dev(small, '0000:00:00.0')) == (
+        '../../../devices/pci0000:00/0000:00:00.0')
+    assert len(os.listdir(os.path.join(small, 'bus', 'pci', 'devices'))) \
+        == SMALL_FUNCTIONS
+    for link in all_links(small):
+        assert os.path.exists(link), 'dangling link %s' % link
+
+
+def test_attribute_formats(small):
+    address = '0000:3b:00.0'
+    expected = {'vendor': '0x8086\n', 'device': '0x09c4\n',
+                'subsystem_vendor': '0x8086\n',
+                'subsystem_device': '0x0000\n', 'class': '0x120000\n',
+                'revision': '0x01\n', 'numa_node': '0\n', 'enable': '1\n',
+                'local_cpulist': '0-19,40-59\n',
+                'local_cpus': '0000,0fffff00,000fffff\n',
+                'modalias': 'pci:v00008086d000009C4sv00008086sd00000000'
+                            'bc12sc00i00\n'}
+    for name, text in expected.items():
+        assert read(dev(small, address, name)) == text, name
+    assert read(dev(small, '0000:af:00.0', 'local_cpulist')) == (
+        '20-39,60-79\n')
+    assert read(dev(small, '0000:d9:00.0', 'numa_node')) == '-1\n'
+    assert read(dev(small, '0000:d9:00.0', 'local_cpulist')) == '0-79\n'
+    assert read(dev(small, '0000:d9:00.0', 'enable')) == '0\n'
+    assert read(dev(small, '0000:d9:00.0', 'subsystem_vendor')) == (
+        '0x1af4\n')
+    resource = read(dev(small, address, 'resource')).splitlines()
+    assert len(resource) == 13
+    assert len(read(dev(small, '0000:3a:00.0', 'resource')).splitlines()) \
+        == 17
+
+
+def test_uevent_is_the_kernels(small):
+    assert read(dev(small, '0000:18:00.0', 'uevent')) == (
+        'DRIVER=nvme\n'
+        'PCI_CLASS=10802\n'
+        'PCI_ID=144D:A808\n'
+        'PCI_SUBSYS_ID=144D:A801\n'
+        'PCI_SLOT_NAME=0000:18:00.0\n'
+        'MODALIAS=pci:v0000144Dd0000A808sv0000144Dsd0000A801bc01sc08i02\n')
+    # Unbound: no DRIVER line.
+    assert read(dev(small, '0000:d9:00.0', 'uevent')) == (
+        'PCI_CLASS=20000\n'
+        'PCI_ID=1AF4:1000\n'
+        'PCI_SUBSYS_ID=1AF4:0001\n'
+        'PCI_SLOT_NAME=0000:d9:00.0\n'
+        'MODALIAS=pci:v00001AF4d00001000sv00001AF4sd00000001bc02sc00i00\n')
+    assert read(dev(small, '0000:3b:00.0', 'uevent')).splitlines()[:2] == [
+        'DRIVER=intel-fpga-pci', 'PCI_CLASS=120000']
+
+
+def test_subsystem_driver_and_iommu_links(small):
+    real = os.path.realpath(small)
+    nested = dev(small, '0000:3b:00.0')
+    assert os.readlink(os.path.join(nested, 'subsystem')) == (
+        '../../../../bus/pci')
+    assert os.readlink(dev(small, '0000:af:00.0', 'subsystem')) == (
+        '../../../bus/pci')
+    assert os.path.realpath(os.path.join(nested, 'subsystem')) == (
+        os.path.join(real, 'bus', 'pci'))
+    driver_dir = os.path.join(real, 'bus', 'pci', 'drivers', 'nvme')
+    assert os.path.realpath(dev(small, '0000:18:00.0', 'driver')) == (
+        driver_dir)
+    assert os.path.realpath(os.path.join(driver_dir, '0000:18:00.0')) == (
+        os.path.realpath(dev(small, '0000:18:00.0')))
+    assert not os.path.lexists(dev(small, '0000:d9:00.0', 'driver'))
+    assert os.path.isdir(os.path.join(small, 'bus', 'pci', 'drivers'))
+    assert sorted(os.listdir(os.path.join(
+        small, 'bus', 'pci', 'drivers', '4xxxvf'))) == sorted(
+        hosttree.vf_addresses('0000:af:00.0', {'numvfs': 64, 'offset': 16})
+        + ['bind', 'new_id', 'remove_id', 'unbind', 'uevent'])
+    # Explicit group 40 is shared by the root port and the NVMe behind it.
+    group_dir = os.path.join(real, 'kernel', 'iommu_groups', '40')
+    for address in ('0000:17:00.0', '0000:18:00.0'):
+        assert os.path.realpath(dev(small, address, 'iommu_group')) == (
+            group_dir)
+    assert sorted(os.listdir(os.path.join(group_dir, 'devices'))) == [
+        '0000:17:00.0', '0000:18:00.0']
+    # Everyone else, VFs included, has a group of their own.
+    groups = {}
+    for address in os.listdir(os.path.join(small, 'bus', 'pci', 'devices')):
+        group = os.path.basename(os.readlink(dev(small, address,
+                                                 'iommu_group')))
+        groups.setdefault(group, []).append(address)
+        back = os.path.join(real, 'kernel', 'iommu_groups', group,
+                            'devices', address)
+        assert os.path.realpath(back) == os.path.realpath(dev(small,
+                                                              address))
+    assert len(groups) == SMALL_FUNCTIONS - 1
+
+
+def test_config_space(small):
+    cfg = config(small, '0000:3b:00.0')
+    assert len(cfg) == 256
+    assert struct.unpack_from('<HH', cfg, 0) == (0x8086, 0x09c4)
+    assert cfg[8:12] == bytes([0x01, 0x00, 0x00, 0x12])
+    assert cfg[0x0e] == 0
+    assert struct.unpack_from('<HH', cfg, 0x2c) == (0x8086, 0x0000)
+    # NVMe: prog-if 02, subclass 08, class 01.
+    cfg = config(small, '0000:18:00.0')
+    assert cfg[9:12] == bytes([0x02, 0x08, 0x01])
+    assert struct.unpack_from('<HH', cfg, 0x2c) == (0x144d, 0xa801)
+    # Two physical functions in slot 5e:00: multi-function bit.
+    assert config(small, '0000:5e:00.0')[0x0e] == 0x80
+    assert config(small, '0000:5e:00.1')[0x0e] == 0x80
+    # Bridges: type 1 header with the bus range behind them.
+    cfg = config(small, '0000:3a:00.0')
+    assert cfg[0x0e] == 1
+    assert tuple(cfg[0x18:0x1b]) == (0x3a, 0x3b, 0x3b)
+    assert tuple(config(small, '0000:17:00.0')[0x18:0x1b]) == (
+        0x17, 0x18, 0x18)
+
+
+def test_vf_addresses_cross_slot_and_bus_boundaries():
+    vfs = hosttree.vf_addresses('0000:af:00.0', {
+        'numvfs': 64, 'offset': 16, 'stride': 1})
+    assert len(vfs) == 64
+    assert vfs[:9] == ['0000:af:02.%d' % f for f in range(8)] + [
+        '0000:af:03.0']
+    assert vfs[-1] == '0000:af:09.7'
+    # rid 0x3bf0 + 8 + 2n: slot 1f of bus 3b, then on to bus 3c.
+    assert hosttree.vf_addresses('0001:3b:1e.0', {
+        'numvfs': 6, 'offset': 8, 'stride': 2}) == [
+        '0001:3b:1f.0', '0001:3b:1f.2', '0001:3b:1f.4', '0001:3b:1f.6',
+        '0001:3c:00.0', '0001:3c:00.2']
+    assert hosttree.vf_addresses('0000:3b:00.0', None) == []
+
+
+def test_sriov_pf_and_vfs(small):
+    pf = dev(small, '0000:af:00.0')
+    expected = {'sriov_totalvfs': '64\n', 'sriov_numvfs': '64\n',
+                'sriov_offset': '16\n', 'sriov_stride': '1\n',
+                'sriov_vf_device': '4941\n',
+                'sriov_drivers_autoprobe': '1\n'}
+    for name, text in expected.items():
+        assert read(pf, name) == text, name
+    virtfns = sorted((n for n in os.listdir(pf) if n.startswith('virtfn')),
+                     key=lambda n: int(n[6:]))
+    assert len(virtfns) == 64
+    assert os.readlink(os.path.join(pf, 'virtfn0')) == '../0000:af:02.0'
+    assert os.readlink(os.path.join(pf, 'virtfn63')) == '../0000:af:09.7'
+    pf_real = os.path.realpath(pf)
+    for name in virtfns:
+        vf_real = os.path.realpath(os.path.join(pf, name))
+        address = os.path.basename(vf_real)
+        assert os.path.dirname(vf_real) == os.path.dirname(pf_real)
+        assert os.readlink(os.path.join(vf_real, 'physfn')) == (
+            '../0000:af:00.0')
+        assert os.path.realpath(os.path.join(vf_real, 'physfn')) == pf_real
+        assert os.path.realpath(dev(small, address)) == vf_real
+    vf = dev(small, '0000:af:09.7')
+    assert read(vf, 'vendor') == '0x8086\n'
+    assert read(vf, 'device') == '0x4941\n'
+    assert read(vf, 'class') == '0x0b4000\n'
+    assert read(vf, 'numa_node') == '1\n'
+    assert read(vf, 'uevent').splitlines()[0] == 'DRIVER=4xxxvf'
+    assert os.path.basename(os.readlink(os.path.join(vf, 'driver'))) == (
+        '4xxxvf')
+    assert not os.path.exists(os.path.join(vf, 'sriov_totalvfs'))
+    assert config(small, '0000:af:02.0')[0x0e] == 0
+    # A PF behind a bridge has its VFs behind the same bridge.
+    assert os.readlink(dev(small, '0000:3b:00.1')) == (
+        '../../../devices/pci0000:3a/0000:3a:00.0/0000:3b:00.1')
+
+
+def test_fpga_opae_layout(small):
+    real = os.path.realpath(small)
+    pf = os.path.realpath(dev(small, '0000:3b:00.0'))
+    # SR-IOV is on: the FME stays on the PF, the port moved to the VF.
+    pf_fpga = os.path.join(pf, 'fpga', 'intel-fpga-dev.0')
+    assert read(pf_fpga, 'intel-fpga-fme.0', 'pr', 'interface_id') == (
+        PAC_INTERFACE.replace('-', '') + '\n')
+    assert not os.path.exists(os.path.join(pf_fpga, 'intel-fpga-port.0'))
+    vf_fpga = os.path.join(os.path.realpath(dev(small, '0000:3b:00.1')),
+                           'fpga', 'intel-fpga-dev.1')
+    assert read(vf_fpga, 'intel-fpga-port.1', 'afu_id') == (
+        'd8424dc4a4a3c413f89e433683f9040b\n')
+    assert os.path.realpath(os.path.join(
+        small, 'class', 'fpga', 'intel-fpga-dev.0')) == pf_fpga
+    assert os.path.realpath(os.path.join(pf_fpga, 'device')) == pf
+    assert os.path.realpath(os.path.join(
+        small, 'class', 'fpga', 'intel-fpga-dev.1', 'device', 'physfn')) \
+        == pf
+    assert sorted(os.listdir(os.path.join(real, 'class', 'fpga'))) == [
+        'intel-fpga-dev.0', 'intel-fpga-dev.1']
+
+
+def test_fpga_dfl_layout(small):
+    pf = os.path.realpath(dev(small, '0000:86:00.0'))
+    region = os.path.join(pf, 'fpga_region', 'region0')
+    assert read(region, 'dfl-port.0', 'afu_id') == (
+        'f7df405cbd7acf7222f144b0b93acd18\n')
+    pr = os.path.join(region, 'dfl-fme.0', 'dfl-fme-region.0',
+                      'fpga_region', 'region1000')
+    assert read(pr, 'compat_id') == '9346116da52d5ca8b06aa9a389ef7c8d\n'
+    assert os.path.realpath(os.path.join(
+        small, 'class', 'fpga_region', 'region0')) == region
+    assert os.path.realpath(os.path.join(
+        small, 'class', 'fpga_region', 'region1000')) == pr
+    assert os.path.realpath(os.path.join(region, 'device')) == pf
+
+
+def test_xilinx_mdev_net_and_qat(small):
+    mgmt = dev(small, '0000:d8:00.0')
+    assert read(mgmt, 'interface_uuids') == (
+        '9346116da52d5ca8b06aa9a389ef7c8d\n')
+    assert read(mgmt, 'logic_uuids') == (
+        'd8424dc4a4a3c413f89e433683f9040b\n'
+        'f7df405cbd7acf7222f144b0b93acd18\n')
+    assert not os.path.exists(dev(small, '0000:d8:00.1', 'logic_uuids'))
+
+    gpu = dev(small, '0000:5e:00.0')
+    types = os.path.join(gpu, 'mdev_supported_types')
+    assert sorted(os.listdir(types)) == ['nvidia-222', 'nvidia-223']
+    assert read(types, 'nvidia-222', 'name') == 'GRID T4-1B\n'
+    assert read(types, 'nvidia-222', 'available_instances') == '16\n'
+    assert read(types, 'nvidia-222', 'device_api') == 'vfio-pci\n'
+    assert read(types, 'nvidia-222', 'description') == 'num_heads=4\n'
+    assert read(types, 'nvidia-223', 'description') == '\n'
+    assert os.listdir(os.path.join(types, 'nvidia-223', 'devices')) == []
+    assert os.path.realpath(os.path.join(
+        small, 'class', 'mdev_bus', '0000:5e:00.0')) == os.path.realpath(gpu)
+
+    netdev = os.path.realpath(os.path.join(small, 'class', 'net',
+                                           'enp95s0f0'))
+    assert netdev == os.path.join(os.path.realpath(dev(
+        small, '0000:5f:00.0')), 'net', 'enp95s0f0')
+    assert re.match(r'^0c:42:a1(:[0-9a-f]{2}){3}\n$',
+                    read(netdev, 'address'))
+    assert read(netdev, 'ifindex') == '2\n'
+    assert read(netdev, 'operstate') == 'up\n'
+
+    qat = dev(small, '0000:af:00.0', 'qat')
+    assert read(qat, 'cfg_services') == 'sym;asym\n'
+    assert read(qat, 'state') == 'up\n'
+
+
+def test_build_is_deterministic_and_relocatable(small, tmp_path):
+    again = str(tmp_path / 'again')
+    hosttree.build_tree(small_profile(), again)
+
+    def snapshot(root):
+        result = {}
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in dirnames + filenames:
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, root)
+                if os.path.islink(path):
+                    result[rel] = 'link:' + os.readlink(path)
+                elif os.path.isfile(path):
+                    with open(path, 'rb') as f:
+                        result[rel] = f.read()
+        return result
+
+    assert snapshot(again) == snapshot(small)
+    moved = str(tmp_path / 'moved')
+    shutil.copytree(again, moved, symlinks=True)
+    shutil.rmtree(again)
+    assert os.path.realpath(dev(moved, '0000:af:02.0', 'physfn')) == (
+        os.path.realpath(dev(moved, '0000:af:00.0')))
+
+
+def test_build_tree_destination_rules(tmp_path):
+    profile = small_profile()
+    empty = tmp_path / 'empty'
+    empty.mkdir()
+    hosttree.build_tree(profile, str(empty))
+    assert os.path.isdir(str(empty / 'bus' / 'pci' / 'devices'))
+    with pytest.raises(FileExistsError):
+        hosttree.build_tree(profile, str(empty))
+    bad = copy.deepcopy(profile)
+    bad['devices'][0]['vendor'] = 0x10000
+    with pytest.raises(hosttree.ProfileError):
+        hosttree.build_tree(bad, str(tmp_path / 'never'))
+    assert sorted(os.listdir(str(tmp_path))) == ['empty']
+
+
+# -- lspci --------------------------------------------------------------------
+
+
+def check_lspci(root, profile):
+    lines = run_lspci(root)
+    listed = {}
+    for line in lines:
+        m = LSPCI_LINE.match(line)
+        assert m, 'unexpected lspci line %r' % line
+        listed[m.group('address')] = m
+    functions = hosttree.expand_functions(profile)
+    assert sorted(listed) == [f['address'] for f in functions]
+    for f in functions:
+        m = listed[f['address']]
+        assert m.group('vendor') == '%04x' % f['vendor'], f['address']
+        assert m.group('device') == '%04x' % f['device'], f['address']
+        assert m.group('class') == '%04x' % (f['class'] >> 8), f['address']
+        assert m.group('rev') == ('%02x' % f['revision']
+                                  if f['revision'] else None)
+    return lines
+
+
+@pytest.mark.parametrize('name', hosttree.PROFILE_NAMES)
+def test_lspci_lists_shipped_profile(name, tmp_path):
+    root = str(tmp_path / 'sys')
+    profile = hosttree.load_profile(hosttree.profile_path(name))
+    hosttree.build_tree(profile, root)
+    lines = check_lspci(root, profile)
+    assert len(lines) == SHIPPED_COUNTS[name]
+    if name == 'fpga-host':
+        assert ('0000:5e:00.0 Processing accelerators [1200]: Intel '
+                'Corporation PAC with Intel Arria 10 GX FPGA [8086:09c4] '
+                '(rev 01)') in lines
+    if name == 'gpu-host':
+        assert ('0000:3b:00.0 3D controller [0302]: NVIDIA Corporation '
+                'TU104GL [Tesla T4] [10de:1eb8] (rev a1)') in lines
+
+
+def test_lspci_lists_small_host(small):
+    lines = check_lspci(small, hosttree.normalise_profile(small_profile()))
+    assert len(lines) == SMALL_FUNCTIONS
+    assert ('0000:18:00.0 Non-Volatile memory controller [0108]: Samsung '
+            'Electronics Co Ltd NVMe SSD Controller SM981/PM981/PM983 '
+            '[144d:a808]') in lines
+
+
+# -- synthetic hosts ----------------------------------------------------------
+
+
+def test_synthetic_profile_counts_and_determinism():
+    profile = hosttree.synthetic_profile(8, 72, 40)
+    assert profile == hosttree.synthetic_profile(8, 72, 40)
+    functions = hosttree.expand_functions(profile)
+    assert len(functions) == 8 * 73 + 40
+    assert sum(1 for f in functions if f['physfn']) == 8 * 72
+    pfs = [d for d in profile['devices'] if d['sriov']]
+    assert {(d['vendor'], d['device']) for d in pfs} == {
+        (0x8086, 0x4940), (0x8086, 0x1592), (0x10de, 0x20b0),
+        (0x8086, 0x09c4)}
+    assert len(hosttree.expand_functions(hosttree.synthetic_profile(
+        accelerator_pfs=3, vfs_per_pf=0, noise=0))) == 3
+    # More VFs than one bus holds, and more PFs than one domain holds.
+    big = hosttree.synthetic_profile(250, 300, 1)
+    assert big['devices'][-1]['address'].startswith('0002:')
+    with pytest.raises(ValueError):
+        hosttree.synthetic_profile(noise=-1)
+
+
+def test_synthetic_host_builds_and_lspci_counts_it(tmp_path):
+    profile = hosttree.synthetic_profile(8, 72, 40, name='bench')
+    root = str(tmp_path / 'sys')
+    hosttree.build_tree(profile, root)
+    devices = os.listdir(os.path.join(root, 'bus', 'pci', 'devices'))
+    assert len(devices) == 624
+    lines = check_lspci(root, profile)
+    assert len(lines) == 624
+
+
+# -- bad profiles -------------------------------------------------------------
+
+
+def bad(edit):
+    profile = small_profile()
+    edit(profile['devices'])
+    return profile
+
+
+def _set(index, key, value):
+    def edit(devices):
+        devices[index][key] = value
+    return edit
+
+
+def _set_sriov(key, value):
+    def edit(devices):
+        devices[9]['sriov'][key] = value
+    return edit
+
+
+BAD_PROFILES = {
+    'duplicate address': (
+        lambda d: d.append(dict(d[5])), '0000:5e:00.0',
+        'duplicate address'),
+    'short address': (
+        _set(5, 'address', '0000:5e:00'), "'0000:5e:00'",
+        'domain:bus:slot.func'),
+    'uppercase address': (
+        _set(5, 'address', '0000:5E:00.0'), "'0000:5E:00.0'", 'lowercase'),
+    'slot out of range': (
+        _set(5, 'address', '0000:5e:20.0'), "'0000:5e:20.0'", 'slot'),
+    'numvfs over totalvfs': (
+        _set_sriov('numvfs', 65), '0000:af:00.0',
+        r'numvfs \(65\) exceeds totalvfs \(64\)'),
+    'VF collision': (
+        lambda d: d.append({'address': '0000:af:09.7', 'vendor': 1,
+                            'device': 2, 'class': 3}),
+        '0000:af:00.0', 'VF 63 address 0000:af:09.7 collides'),
+    'VF past last bus': (
+        _set(9, 'address', '0000:ff:1f.0'), '0000:ff:1f.0', 'past bus ff'),
+    'unknown device key': (
+        _set(5, 'venodr', 0x10de), '0000:5e:00.0', 'unknown key.*venodr'),
+    'unknown sriov key': (
+        _set_sriov('numfvs', 1), '0000:af:00.0', 'unknown key.*numfvs'),
+    'unknown parent': (
+        _set(5, 'parent', '0000:5d:00.0'), '0000:5e:00.0',
+        'parent 0000:5d:00.0 is not a device'),
+    'parent not a bridge': (
+        _set(7, 'parent', '0000:5e:00.1'), '0000:5f:00.0',
+        'not a PCI bridge'),
+    'child on a lower bus': (
+        _set(1, 'parent', '0000:3a:00.0'), '0000:17:00.0', 'higher bus'),
+    'vendor out of range': (
+        _set(5, 'vendor', 0x10000), '0000:5e:00.0', 'vendor 0x10000'),
+    'missing class': (
+        lambda d: d[5].pop('class'), '0000:5e:00.0', "'class'"),
+    'bad uuid': (
+        lambda d: d[8]['fpga'].update(afu_id='xyz'), '0000:86:00.0',
+        'afu_id'),
+    'bad fpga layout': (
+        lambda d: d[8]['fpga'].update(layout='xrt'), '0000:86:00.0',
+        'layout'),
+    'duplicate netdev': (
+        _set(12, 'net', ['enp95s0f0']), '0000:d9:00.0', 'enp95s0f0'),
+}
+
+
+@pytest.mark.parametrize('case', sorted(BAD_PROFILES))
+def test_bad_profile_is_rejected(case):
+    edit, names, reason = BAD_PROFILES[case]
+    with pytest.raises(hosttree.ProfileError) as info:
+        hosttree.normalise_profile(bad(edit))
+    message = str(info.value)
+    assert isinstance(info.value, ValueError)
+    assert names in message
+    assert re.search(reason, message), message
+    assert '\n' not in message
+
+
+def test_unknown_top_level_key():
+    profile = small_profile()
+    profile['device'] = []
+    with pytest.raises(hosttree.ProfileError, match='unknown key.*device'):
+        hosttree.normalise_profile(profile)
+
+
+def test_load_profile_errors_name_file_and_device(tmp_path):
+    path = tmp_path / 'host.yaml'
+    path.write_text('name: t\ndevices:\n'
+                    '  - {address: 0000:00:17.0, vendor: 1, device: 2,'
+                    ' class: 3}\n')
+    with pytest.raises(hosttree.ProfileError,
+                       match='host.yaml: device #0: .*quoted'):
+        hosttree.load_profile(str(path))
+    path.write_text('name: t\ndevices: [\n')
+    with pytest.raises(hosttree.ProfileError, match='invalid YAML'):
+        hosttree.load_profile(str(path))
+    path.write_text('name: t\ndevices:\n'
+                    '  - {address: "0000:3b:00.0", vendor: "0x8086",'
+                    ' device: 0x09c4, class: 0x120000, driver: x}\n')
+    profile = hosttree.load_profile(str(path))
+    assert profile['devices'][0]['vendor'] == 0x8086
+    assert profile['devices'][0]['subsystem_vendor'] == 0x8086
+    assert profile['devices'][0]['numa_node'] == -1
+    with pytest.raises(hosttree.ProfileError, match='cannot read'):
+        hosttree.load_profile(str(tmp_path / 'missing.yaml'))
+
+
+# -- command line -------------------------------------------------------------
+
+
+def run_cli(*args):
+    env = dict(os.environ, PYTHONPATH=REPO)
+    return subprocess.run(
+        [sys.executable, '-m', 'cyborg_drivers.fake.hosttree'] + list(args),
+        cwd=REPO, env=env, capture_output=True, text=True)
+
+
+def test_cli_builds_a_shipped_profile(tmp_path):
+    dest = str(tmp_path / 'sys')
+    result = run_cli('fpga-host', dest)
+    assert result.returncode == 0, result.stderr
+    assert '15 PCI functions' in result.stdout
+    assert read(dev(dest, '0000:5e:00.0', 'device')) == '0x09c4\n'
+    result = run_cli(hosttree.profile_path('mixed-host'),
+                     str(tmp_path / 'other'))
+    assert result.returncode == 0, result.stderr
+
+
+def test_cli_help():
+    result = run_cli('--help')
+    assert result.returncode == 0
+    assert 'PROFILE' in result.stdout and 'DEST' in result.stdout
+
+
+def test_cli_rejects_bad_profile(tmp_path):
+    path = tmp_path / 'bad.yaml'
+    path.write_text('name: t\ndevices:\n'
+                    '  - {address: "0000:3b:00.0", vendor: 1, device: 2,'
+                    ' class: 3, numvfs: 4}\n')
+    result = run_cli(str(path), str(tmp_path / 'sys'))
+    assert result.returncode == 2
+    assert 'Traceback' not in result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1
+    assert '0000:3b:00.0' in lines[0] and 'numvfs' in lines[0]
+    assert not os.path.exists(str(tmp_path / 'sys'))
+
+
+def test_cli_rejects_non_empty_destination(tmp_path):
+    dest = tmp_path / 'sys'
+    dest.mkdir()
+    (dest / 'keep').write_text('x')
+    result = run_cli('gpu-host', str(dest))
+    assert result.returncode == 2
+    assert 'Traceback' not in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert 'not an empty directory' in result.stderr
+    assert os.listdir(str(dest)) == ['keep']

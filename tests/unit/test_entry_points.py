@@ -1,0 +1,37 @@
+"""Every entry point the distribution declares resolves to its object."""
+
+from importlib import metadata
+
+import pytest
+
+from cyborg_drivers import base
+
+DIST = metadata.distribution('cyborg-nova')
+ENTRY_POINTS = sorted(DIST.entry_points, key=lambda e: (e.group, e.name))
+GROUPS = {ep.group for ep in ENTRY_POINTS}
+
+
+def test_expected_namespaces_declared():
+    assert {'console_scripts', 'cyborg_nova.drivers', 'cyborg_nova.cli',
+            'oslo.config.opts'} <= GROUPS
+
+
+@pytest.mark.parametrize('entry_point', ENTRY_POINTS,
+                         ids=lambda e: '%s:%s' % (e.group, e.name))
+def test_entry_point_resolves(entry_point):
+    obj = entry_point.load()
+    assert obj is not None
+    if entry_point.group == 'cyborg_nova.drivers':
+        assert issubclass(obj, base.AcceleratorDriver)
+        assert obj.name == entry_point.name
+        assert obj.description
+    if entry_point.group == 'oslo.config.opts':
+        groups = {getattr(group, 'name', group) for group, _ in obj()}
+        assert {'cyborg_nova', 'cyborg_generic', 'cyborg_nic_sriov',
+                'cyborg_nvidia_gpu'} <= groups
+
+
+def test_driver_contract_documents_raises():
+    for name in ('discover', 'health', 'setup', 'teardown', 'program'):
+        doc = getattr(base.AcceleratorDriver, name).__doc__
+        assert ':raises' in doc, name

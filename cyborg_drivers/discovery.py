@@ -38,13 +38,16 @@ class Discoverer:
     def _claims(self, function: sysfs.PciFunction) -> bool:
         return any(driver.claims(function) for driver in self.drivers)
 
-    def discover(self, only: Iterable[str] | None = None
-                 ) -> DiscoveryResult:
+    def discover(self, only: Iterable[str] | None = None,
+                 gone: Iterable[str] = ()) -> DiscoveryResult:
         """Discover the whole host, or only the functions in ``only``.
+
+        Functions in ``gone`` are taken as removed (see PciSnapshot).
 
         :raises sysfs.NoSysfs: the root has no PCI bus at all.
         """
-        snapshot = sysfs.PciSnapshot(self.sysfs_root, only, self._claims)
+        snapshot = sysfs.PciSnapshot(self.sysfs_root, only, self._claims,
+                                     gone)
         owners: dict[str, str] = {}
         found: list[device_model.Accelerator] = []
         errors: dict[str, str] = {}

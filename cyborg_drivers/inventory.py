@@ -64,7 +64,10 @@ class HostInventory:
             for owner in owners:
                 scope.update(owner.addresses)
         scope.update(self._relatives(event.address))
-        result = self.discoverer.discover(only=sorted(scope))
+        # The kernel sends "remove" as it deletes the device; its sysfs
+        # entries may not be gone yet when the event is handled.
+        gone = [event.address] if event.action == 'remove' else []
+        result = self.discoverer.discover(only=sorted(scope), gone=gone)
         with self._lock:
             # Only accelerators rooted in the scope can have changed.
             stale = {a for a in self._devices if a in scope}

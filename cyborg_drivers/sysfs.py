@@ -100,14 +100,17 @@ class PciSnapshot:
     """The PCI functions of one sysfs tree at one moment."""
 
     def __init__(self, root: str, only: Iterable[str] | None = None,
-                 claims: Callable[[PciFunction], bool] | None = None
-                 ) -> None:
+                 claims: Callable[[PciFunction], bool] | None = None,
+                 gone: Iterable[str] = ()) -> None:
         """Walk ``root``'s PCI bus, or only the functions in ``only``.
 
         ``claims`` says which functions some driver may report. The VFs
         of a claimed SR-IOV PF are that PF's units: they are named from
         the PF (``sriov_offset``/``sriov_stride``) instead of being read
         one by one, which is most of the bus on a host full of VFs.
+
+        ``gone`` names functions the kernel has announced removed: they
+        are treated as absent even while their sysfs entries linger.
 
         :raises NoSysfs: ``root`` has no ``bus/pci/devices`` to list.
         """
@@ -117,6 +120,7 @@ class PciSnapshot:
         self.problems: dict[str, str] = {}
         self._cache: dict[tuple[str, str], object] = {}
         self._names: set[str] | None = None
+        self._gone = frozenset(gone)
         self._scan(only, claims)
 
     # -- the walk ----------------------------------------------------------
@@ -136,7 +140,7 @@ class PciSnapshot:
         # Sorted, a PF comes before its VFs: a VF's routing id is the
         # PF's plus a positive offset.
         for name in sorted(names):
-            if name in units:
+            if name in units or name in self._gone:
                 continue
             if not device_model.is_pci_address(name):
                 self.problem(name, 'not a PCI address')
@@ -220,6 +224,8 @@ class PciSnapshot:
 
     def exists(self, address: str) -> bool:
         """Whether the function is (still) on the bus."""
+        if address in self._gone:
+            return False
         if self._names is not None:
             return address in self._names
         return os.path.isdir(self.path(address))

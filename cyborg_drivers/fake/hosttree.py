@@ -76,7 +76,8 @@ _DRIVER_FILES = ('bind', 'unbind', 'new_id', 'remove_id', 'uevent')
 def build_tree(profile: dict | str, root: str) -> None:
     """Create a fake sysfs tree for ``profile`` at ``root``.
 
-    ``profile`` is a profile dict (validated here) or a YAML file path.
+    ``profile`` is a profile dict (validated here), a YAML file path or
+    the name of a shipped profile (see :data:`PROFILE_NAMES`).
     ``root`` must be absent or an empty directory. The tree is built in a
     temporary sibling directory and renamed into place, so ``root`` is
     either complete or untouched.
@@ -85,6 +86,8 @@ def build_tree(profile: dict | str, root: str) -> None:
     :raises FileExistsError: ``root`` exists and is not an empty directory.
     """
     if isinstance(profile, str):
+        if profile in PROFILE_NAMES and not os.path.exists(profile):
+            profile = profile_path(profile)
         profile = load_profile(profile)
     else:
         profile = normalise_profile(profile)
@@ -348,7 +351,7 @@ class _Builder:
                  'sriov_numvfs': '%d\n' % sriov['numvfs'],
                  'sriov_offset': '%d\n' % sriov['offset'],
                  'sriov_stride': '%d\n' % sriov['stride'],
-                 'sriov_vf_device': '%x\n' % sriov['vf_device'],
+                 'sriov_vf_device': '0x%04x\n' % sriov['vf_device'],
                  'sriov_drivers_autoprobe': '1\n'}
         for name, text in attrs.items():
             _write(os.path.join(path, name), text)

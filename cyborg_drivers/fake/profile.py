@@ -56,6 +56,10 @@ _HEX_FIELDS = ('vendor', 'device', 'class', 'subsystem_vendor',
                'subsystem_device', 'revision', 'vf_device')
 
 
+# Default of fields that have none.
+_REQUIRED = object()
+
+
 class ProfileError(ValueError):
     """A host profile is malformed; the message names device and field."""
 
@@ -175,9 +179,9 @@ def _mapping(value: Any, where: str, allowed: tuple[str, ...]) -> dict:
 
 
 def _int(section: dict, key: str, where: str, lo: int, hi: int,
-         default: Any = ProfileError) -> Any:
+         default: Any = _REQUIRED) -> Any:
     if key not in section or section[key] is None:
-        if default is ProfileError:
+        if default is _REQUIRED:
             raise ProfileError('%s: missing required field %r'
                                % (where, key))
         return default
@@ -199,11 +203,11 @@ def _int(section: dict, key: str, where: str, lo: int, hi: int,
     return value
 
 
-def _str(section: dict, key: str, where: str, default: Any = ProfileError,
+def _str(section: dict, key: str, where: str, default: Any = _REQUIRED,
          pattern: re.Pattern | None = None) -> Any:
     value = section.get(key)
     if value is None:
-        if default is ProfileError:
+        if default is _REQUIRED:
             raise ProfileError('%s: missing required field %r'
                                % (where, key))
         return default

@@ -128,6 +128,25 @@ class TestPciEventWatcher(UdevScenarioTestCase):
                  change['max']))
 
 
+    def test_events_rediscover_the_device(self):
+        # The whole path: a uevent from (umockdev's) kernel, through real
+        # libudev and the watcher, re-discovers just that device.
+        result = self.run_scenario('inventory')
+        self.assertEqual([], result['initial'])
+        self.assertEqual([[ADDRESS, '4940', 'intel_qat']],
+                         result['after_add'])
+        self.assertEqual([1], result['numa_after_change'])
+        self.assertEqual([], result['after_remove'])
+        self.assertEqual([
+            {'action': 'add', 'added': [ADDRESS], 'removed': [],
+             'changed': []},
+            {'action': 'change', 'added': [], 'removed': [],
+             'changed': [ADDRESS]},
+            {'action': 'remove', 'added': [], 'removed': [ADDRESS],
+             'changed': []},
+        ], result['changes'])
+
+
 class TestPciEventWatcherKernelSource(TestPciEventWatcher):
     """The same, on raw kernel uevents (before udev rules)."""
 

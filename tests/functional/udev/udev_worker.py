@@ -242,7 +242,66 @@ def scenario_latency(testbed, events, source, rounds=50):
     }
 
 
+def scenario_inventory(testbed, events, source):
+    """uevents re-discover the affected device through HostInventory."""
+    from oslo_config import cfg
+
+    from cyborg_drivers import discovery
+    from cyborg_drivers import inventory
+    from cyborg_drivers import loader
+
+    conf = cfg.ConfigOpts()
+    conf([])
+    # /sys is umockdev's tree here: plain reads are redirected to it.
+    inv = inventory.HostInventory(discovery.Discoverer(
+        loader.load(conf, ['intel_qat']), '/sys'))
+    changes = []
+    applied = threading.Event()
+
+    def on_event(event):
+        change = inv.handle_event(event)
+        changes.append({
+            'action': event.action,
+            'added': [a.address for a in change.added],
+            'removed': [a.address for a in change.removed],
+            'changed': [a.address for a in change.changed],
+        })
+        applied.set()
+
+    def step(action):
+        applied.clear()
+        action()
+        applied.wait(WAIT)
+        return [(a.address, a.product_id, a.driver)
+                for a in inv.accelerators()]
+
+    initial = [a.address for a in inv.accelerators()]
+    with events.PciEventWatcher(on_event, source=source):
+        bridge = testbed.add_device('pci', 'pci0000:3a', None, [], [])
+        path = None
+
+        def add():
+            nonlocal path
+            path = add_pci(testbed, ADDRESS, bridge)
+        after_add = step(add)
+        after_change = step(lambda: (
+            testbed.set_attribute(path, 'numa_node', '1'),
+            testbed.uevent(path, 'change')))
+        numa = [a.numa_node for a in inv.accelerators()]
+
+        def remove():
+            testbed.uevent(path, 'remove')
+            testbed.remove_device(path)
+        after_remove = step(remove)
+    return {'initial': initial, 'after_add': after_add,
+            'after_change': after_change, 'numa_after_change': numa,
+            'after_remove': after_remove,
+            'changes': [c for c in changes if c['action'] != 'add'
+                        or c['added']]}
+
+
 SCENARIOS = {
+    'inventory': scenario_inventory,
     'add': scenario_add,
     'change_remove': scenario_change_remove,
     'non_pci': scenario_non_pci,

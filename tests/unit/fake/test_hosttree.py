@@ -505,7 +505,12 @@ def test_build_tree_destination_rules(tmp_path):
     bad['devices'][0]['vendor'] = 0x10000
     with pytest.raises(hosttree.ProfileError):
         hosttree.build_tree(bad, str(tmp_path / 'never'))
-    assert sorted(os.listdir(str(tmp_path))) == ['empty']
+    # A shipped profile can be named instead of given by path.
+    hosttree.build_tree('fpga-host', str(tmp_path / 'named'))
+    assert read(dev(str(tmp_path / 'named'), '0000:d8:00.1', 'device')) == (
+        '0x5005\n')
+    # Nothing is left behind by the failed build.
+    assert sorted(os.listdir(str(tmp_path))) == ['empty', 'named']
 
 
 # -- lspci --------------------------------------------------------------------

@@ -37,8 +37,7 @@ def _log_once(root: str, address: str, reason: str) -> None:
         if key in _logged:
             return
         _logged.add(key)
-    LOG.warning('Skipping PCI function %s under %s: %s', address, root,
-                reason)
+    LOG.warning('Not reporting %s (sysfs %s): %s', address, root, reason)
 
 
 @dataclasses.dataclass(frozen=True)

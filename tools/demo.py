@@ -20,8 +20,8 @@ def run(*argv, check=True):
     env = dict(os.environ, PATH=BIN + os.pathsep + os.environ['PATH'])
     result = subprocess.run(argv, env=env)
     if check and result.returncode:
-        sys.exit('demo step failed (exit %d): %s' % (result.returncode,
-                                                      shown))
+        sys.exit('demo step failed (exit %d): %s'
+                 % (result.returncode, shown))
 
 
 def main():
@@ -39,8 +39,7 @@ def main():
                 'enabled_drivers = nvidia_gpu,intel_fpga,xilinx_fpga,'
                 'intel_qat,nic_sriov\n'
                 '[cyborg_nic_sriov]\n'
-                'physical_device_mappings = physnet1:enp94s0f0,'
-                'physnet2:ens1f0\n')
+                'physical_device_mappings = physnet1:enp94s0f0\n')
 
     print('== Installed accelerator drivers')
     run('cyborg-nova', '--config-file', conf, 'driver-list')

@@ -127,7 +127,6 @@ class TestPciEventWatcher(UdevScenarioTestCase):
                  change['min'], change['median'], change['p95'],
                  change['max']))
 
-
     def test_events_rediscover_the_device(self):
         # The whole path: a uevent from (umockdev's) kernel, through real
         # libudev and the watcher, re-discovers just that device.

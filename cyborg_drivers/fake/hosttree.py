@@ -351,7 +351,7 @@ class _Builder:
                  'sriov_numvfs': '%d\n' % sriov['numvfs'],
                  'sriov_offset': '%d\n' % sriov['offset'],
                  'sriov_stride': '%d\n' % sriov['stride'],
-                 'sriov_vf_device': '0x%04x\n' % sriov['vf_device'],
+                 'sriov_vf_device': '%x\n' % sriov['vf_device'],
                  'sriov_drivers_autoprobe': '1\n'}
         for name, text in attrs.items():
             _write(os.path.join(path, name), text)

@@ -1,0 +1,166 @@
+"""Accelerators as child resource providers of the compute node.
+
+:class:`ProviderTreeUpdater` edits the ``ProviderTree`` that Nova's
+resource tracker hands to ``update_provider_tree``; Nova's report client
+then diffs that tree against Placement and writes what changed. Nothing
+here talks to Placement to change it: Nova stays the only writer of its
+provider tree, and a cycle that changes nothing writes nothing.
+
+What the project owns, and so the only things it changes:
+
+- providers named ``<nodename>_accelerator_<PCI address>`` whose parent
+  is the compute node provider of ``nodename``;
+- on those providers, their inventory and the traits it set itself (the
+  state store remembers which), never traits others added;
+- nothing on the compute node provider.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable
+
+import os_traits
+
+from cyborg_drivers import device as device_model
+from cyborg_drivers import discovery
+from cyborg_nova import state as state_store
+
+LOG = logging.getLogger(__name__)
+
+OWNER_TRAIT = os_traits.OWNER_CYBORG
+NAME_INFIX = '_accelerator_'
+
+#: ``allocations_for(rp_uuid)``: the consumers holding resources of that
+#: provider ({} when none), or None when Placement cannot say.
+AllocationLookup = Callable[[str], 'dict | None']
+
+
+def provider_name(nodename: str, address: str) -> str:
+    return '%s%s%s' % (nodename, NAME_INFIX, address)
+
+
+def provider_uuid(nodename: str, address: str) -> str:
+    """Stable across restarts and rebuilds: derived, never stored."""
+    return device_model.device_uuid(nodename, address)
+
+
+def reserved(state: str, accelerator: device_model.Accelerator | None,
+             total: int) -> int:
+    """How much of a provider's ``total`` must be held back.
+
+    Everything unless the device is ready, present and set up: a device
+    nobody vouched for, an unhealthy or vanished one is never handed out.
+    The agent computes the same value when it fences at once.
+    """
+    if (accelerator is None or state != state_store.READY
+            or accelerator.setup_required):
+        return total
+    return 0
+
+
+def inventory(accelerator: device_model.Accelerator, state: str) -> dict:
+    if accelerator.total <= 0:
+        return {}
+    return {accelerator.resource_class: {
+        'total': accelerator.total,
+        'reserved': reserved(state, accelerator, accelerator.total),
+        'min_unit': 1,
+        'max_unit': accelerator.total,
+        'step_size': 1,
+        'allocation_ratio': 1.0,
+    }}
+
+
+class ProviderTreeUpdater:
+    """Adds, updates and removes the accelerator providers of one host."""
+
+    def __init__(self, discoverer: discovery.Discoverer,
+                 store: state_store.StateStore,
+                 allocations_for: AllocationLookup,
+                 auto_ready: bool = False) -> None:
+        self.discoverer = discoverer
+        self.store = store
+        self.allocations_for = allocations_for
+        self.auto_ready = auto_ready
+
+    def update(self, provider_tree, nodename: str,
+               allocations: dict | None = None) -> None:
+        """Bring ``provider_tree``'s accelerator children up to date.
+
+        :param provider_tree: ``nova.compute.provider_tree.ProviderTree``,
+            rooted at the compute node provider named ``nodename``.
+        :param allocations: what Nova passes to ``update_provider_tree``
+            on a reshape (consumer -> allocations); used instead of asking
+            Placement when given.
+        """
+        result = self.discoverer.discover()
+        found = {a.address: a for a in result.accelerators}
+        initial = state_store.READY if self.auto_ready else (
+            state_store.INACTIVE)
+        states = self.store.sync(nodename, list(found), initial)
+        prefix = nodename + NAME_INFIX
+        root_uuid = provider_tree.data(nodename).uuid
+        ours = {}
+        for uuid in provider_tree.get_provider_uuids(nodename):
+            data = provider_tree.data(uuid)
+            if data.parent_uuid == root_uuid and data.name.startswith(
+                    prefix):
+                ours[uuid] = data
+        for address, accelerator in sorted(found.items()):
+            uuid = provider_uuid(nodename, address)
+            if uuid not in ours:
+                provider_tree.new_child(provider_name(nodename, address),
+                                        root_uuid, uuid=uuid)
+                LOG.info('Reporting accelerator %s (%s, %s x %d) as '
+                         'provider %s', address, accelerator.driver,
+                         accelerator.resource_class, accelerator.total,
+                         uuid)
+            row = states[address]
+            provider_tree.update_inventory(uuid,
+                                           inventory(accelerator, row.state))
+            self._sync_traits(provider_tree, nodename, uuid, row,
+                              set(accelerator.traits) | {OWNER_TRAIT})
+        for uuid, data in ours.items():
+            address = data.name[len(prefix):]
+            if address not in found:
+                self._vanished(provider_tree, nodename, address, uuid, data,
+                               allocations)
+
+    def _sync_traits(self, provider_tree, nodename: str, uuid: str,
+                     row: state_store.DeviceState, owned: set[str]) -> None:
+        current = set(provider_tree.data(uuid).traits)
+        # Drop what we set before and no longer report (e.g. the old
+        # function of a reprogrammed FPGA); keep what others added.
+        wanted = (current - (set(row.owned_traits) - owned)) | owned
+        if wanted != current:
+            provider_tree.update_traits(uuid, wanted)
+        if set(row.owned_traits) != owned:
+            self.store.set_owned_traits(nodename, row.address, owned)
+
+    def _vanished(self, provider_tree, nodename: str, address: str,
+                  uuid: str, data, allocations: dict | None) -> None:
+        held = self._consumers(uuid, allocations)
+        if held == {}:
+            LOG.info('Accelerator %s is gone and nothing holds it: '
+                     'removing provider %s', address, uuid)
+            provider_tree.remove(uuid)
+            self.store.forget(nodename, address)
+            return
+        # Gone while in use (or Placement cannot tell): keep the provider
+        # so the allocations stay valid, but let nothing new land on it.
+        fenced = {rc: dict(inv, reserved=inv['total'])
+                  for rc, inv in data.inventory.items()}
+        if fenced != data.inventory:
+            LOG.warning('Accelerator %s is gone but %s still hold(s) it: '
+                        'keeping provider %s fully reserved', address,
+                        ', '.join(sorted(held or {})) or 'unknown consumers',
+                        uuid)
+            provider_tree.update_inventory(uuid, fenced)
+
+    def _consumers(self, uuid: str, allocations: dict | None):
+        if allocations is not None:
+            return {consumer: alloc for consumer, alloc in
+                    allocations.items()
+                    if uuid in alloc.get('allocations', {})}
+        return self.allocations_for(uuid)

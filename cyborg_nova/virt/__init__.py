@@ -1,0 +1,1 @@
+"""The Nova virt-driver extension (needs Nova importable)."""

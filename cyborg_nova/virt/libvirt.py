@@ -1,0 +1,10 @@
+"""Nova's libvirt driver with accelerators (production computes)."""
+
+from nova.virt.libvirt import driver
+
+from cyborg_nova.virt import extension
+
+
+class LibvirtDriver(extension.AcceleratorProviderMixin,
+                    driver.LibvirtDriver):
+    """``compute_driver = cyborg_nova.LibvirtDriver``."""

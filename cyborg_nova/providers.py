@@ -132,11 +132,16 @@ class ProviderTreeUpdater:
         current = set(provider_tree.data(uuid).traits)
         # Drop what we set before and no longer report (e.g. the old
         # function of a reprogrammed FPGA); keep what others added.
-        wanted = (current - (set(row.owned_traits) - owned)) | owned
+        stale = set(row.owned_traits) - owned
+        wanted = (current - stale) | owned
         if wanted != current:
             provider_tree.update_traits(uuid, wanted)
-        if set(row.owned_traits) != owned:
-            self.store.set_owned_traits(nodename, row.address, owned)
+        # Remember a stale trait until the tree, as Placement holds it,
+        # shows it gone: the write above can still lose a generation
+        # conflict, and Nova then retries with a fresh tree.
+        remembered = owned | (stale & current)
+        if set(row.owned_traits) != remembered:
+            self.store.set_owned_traits(nodename, row.address, remembered)
 
     def _vanished(self, provider_tree, nodename: str, address: str,
                   uuid: str, data, allocations: dict | None) -> None:

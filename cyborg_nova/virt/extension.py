@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 
-from nova import context as nova_context
 import nova.conf
+from nova import context as nova_context
 from nova.scheduler.client import report
 
 from cyborg_drivers import discovery

@@ -7,8 +7,6 @@ must be installed (a non-editable install). Hardware is a sysfs tree
 built from a host profile; nothing of Nova or Placement is mocked.
 """
 
-import nova.tests  # noqa: F401  (eventlet patching before anything else)
-
 import collections
 import os
 import sys
@@ -34,8 +32,10 @@ class RequestCounter:
         self.requests = []
 
     def __call__(self, environ, start_response):
-        self.requests.append((environ['REQUEST_METHOD'],
-                              environ['PATH_INFO']))
+        path = environ['PATH_INFO']
+        if environ.get('QUERY_STRING'):
+            path += '?' + environ['QUERY_STRING']
+        self.requests.append((environ['REQUEST_METHOD'], path))
         return self.app(environ, start_response)
 
     def reset(self):
@@ -114,6 +114,13 @@ class AcceleratorTestCase(integrated_helpers.ProviderUsageBaseTestCase):
         return {rp['name'][len(prefix):]: rp
                 for rp in resp.body['resource_providers']
                 if rp['name'].startswith(prefix)}
+
+    def add_trait(self, rp_uuid, trait):
+        """Add a trait as an operator would (creating it if needed)."""
+        self.placement.put('/traits/%s' % trait, None, version='1.6')
+        resp = self._set_provider_traits(
+            rp_uuid, self._get_provider_traits(rp_uuid) + [trait])
+        assert resp.status == 200, resp.body
 
     def flavor(self, extra_spec, name=None):
         return self._create_flavor(memory_mb=512, vcpu=1, disk=1,

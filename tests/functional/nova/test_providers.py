@@ -45,3 +45,70 @@ class TestFpgaScheduling(base.AcceleratorTestCase):
         server = self._create_server(flavor_id=flavor, networks='none',
                                      expected_state='ERROR')
         self.assertIn('No valid host', server['fault']['message'])
+
+    def test_owner_nova_prefilter_does_not_hide_accelerators(self):
+        # Nova 34 requires OWNER_NOVA on the root provider of every
+        # candidate; accelerator children (OWNER_CYBORG) under a Nova
+        # root still match.
+        flavor = self.flavor({'resources:FPGA': '1',
+                              'trait:CUSTOM_FPGA_XILINX': 'required'})
+        self.counter.reset()
+        server = self._create_server(flavor_id=flavor, networks='none')
+        queries = [p for m, p in self.counter.requests
+                   if p.startswith('/allocation_candidates')]
+        self.assertEqual(1, len(queries))
+        self.assertIn('root_required=OWNER_NOVA', queries[0])
+        alveo = self.accelerator_providers('fpga1')['0000:d8:00.1']
+        self.assertEqual({'FPGA': 1},
+                         self.server_allocations(server)[alveo['uuid']])
+
+
+class TestTwoHosts(base.AcceleratorTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.start_accelerator_compute('gpu1', 'gpu-host')
+        self.start_accelerator_compute('fpga1', 'fpga-host')
+
+    def test_gpu_flavors_never_land_on_the_fpga_host(self):
+        flavor = self.flavor({'resources:PGPU': '1',
+                              'trait:CUSTOM_NVIDIA_1EB8': 'required'})
+        gpus = {rp['uuid'] for rp in
+                self.accelerator_providers('gpu1').values()}
+        # gpu-host has four T4s (10de:1eb8) reported as whole GPUs.
+        for _ in range(4):
+            server = self._create_server(flavor_id=flavor, networks='none')
+            self.assertEqual('gpu1', server['OS-EXT-SRV-ATTR:host'])
+            allocs = self.server_allocations(server)
+            self.assertEqual(1, len(gpus & set(allocs)))
+        server = self._create_server(flavor_id=flavor, networks='none',
+                                     expected_state='ERROR')
+        self.assertIn('No valid host', server['fault']['message'])
+
+    def test_fpga_flavor_lands_on_the_fpga_host(self):
+        flavor = self.flavor({'resources:FPGA': '1'})
+        server = self._create_server(flavor_id=flavor, networks='none')
+        self.assertEqual('fpga1', server['OS-EXT-SRV-ATTR:host'])
+
+
+class TestQat(base.AcceleratorTestCase):
+
+    def test_two_units_of_one_pf(self):
+        self.start_accelerator_compute('crypto1', 'crypto-nic-host')
+        rps = self.accelerator_providers('crypto1')
+        self.assertEqual(['0000:6b:00.0', '0000:70:00.0', '0000:e8:00.0'],
+                         sorted(rps))
+        inv = self._get_provider_inventory(rps['0000:6b:00.0']['uuid'])
+        self.assertEqual({'CUSTOM_QAT': {
+            'total': 16, 'reserved': 0, 'min_unit': 1, 'max_unit': 16,
+            'step_size': 1, 'allocation_ratio': 1.0}}, inv)
+        flavor = self.flavor({'resources:CUSTOM_QAT': '2',
+                              'trait:CUSTOM_QAT_DC': 'required'})
+        server = self._create_server(flavor_id=flavor, networks='none')
+        allocs = self.server_allocations(server)
+        # Only 0000:70:00.0 offers the compression (dc) service.
+        self.assertEqual({'CUSTOM_QAT': 2},
+                         allocs[rps['0000:70:00.0']['uuid']])
+        self.assertEqual(
+            2, self._get_provider_usages(
+                rps['0000:70:00.0']['uuid'])['CUSTOM_QAT'])

@@ -5,13 +5,31 @@ and shows its output.
 """
 
 import argparse
+import json
 import os
 import shlex
 import subprocess
 import sys
 import tempfile
+import urllib.parse
+import urllib.request
 
 BIN = os.path.dirname(sys.executable)
+HERE = os.path.dirname(os.path.abspath(__file__))
+NODENAME = 'demo-compute'
+# Sample flavors' extra specs, as an operator would set them with
+# "openstack flavor set --property KEY=VALUE".
+FLAVORS = [
+    ('fpga.intel', {'resources:FPGA': '1',
+                    'trait:CUSTOM_FPGA_INTEL': 'required'}),
+    ('fpga.nlb0', {'resources:FPGA': '1',
+                   'trait:CUSTOM_FPGA_FUNCTION_ID_INTEL_'
+                   'D8424DC4A4A3C413F89E433683F9040B': 'required'}),
+    ('gpu.t4', {'resources:PGPU': '1',
+                'trait:CUSTOM_NVIDIA_1EB8': 'required'}),
+    ('qat.2vf', {'resources:CUSTOM_QAT': '2'}),
+    ('gpu.t4x3', {'resources:PGPU': '3'}),
+]
 
 
 def run(*argv, check=True):
@@ -24,12 +42,105 @@ def run(*argv, check=True):
                  % (result.returncode, shown))
 
 
+def start_placement(work):
+    proc = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, 'placement_server.py'),
+         '--state-dir', os.path.join(work, 'placement')],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    # Placement's own start-up log lines come first.
+    for line in proc.stdout:
+        if line.startswith('listening '):
+            return proc, line.split()[1]
+    proc.kill()
+    sys.exit('Placement did not start')
+
+
+def placement_get(endpoint, path, version='1.36'):
+    request = urllib.request.Request(
+        endpoint + path, headers={
+            'X-Auth-Token': 'admin',
+            'OpenStack-API-Version': 'placement %s' % version})
+    with urllib.request.urlopen(request) as resp:
+        return json.load(resp)
+
+
+def candidates(endpoint, extra_specs):
+    """GET /allocation_candidates for a flavor's extra specs."""
+    resources = ['VCPU:1', 'MEMORY_MB:512']
+    required = []
+    for key, value in extra_specs.items():
+        if key.startswith('resources:'):
+            resources.append('%s:%s' % (key.split(':', 1)[1], value))
+        elif key.startswith('trait:') and value == 'required':
+            required.append(key.split(':', 1)[1])
+    query = {'resources': ','.join(resources)}
+    if required:
+        query['required'] = ','.join(required)
+    body = placement_get(endpoint, '/allocation_candidates?'
+                         + urllib.parse.urlencode(query))
+    names = {rp['uuid']: rp['name'] for rp in placement_get(
+        endpoint, '/resource_providers')['resource_providers']}
+    picks = []
+    for ar in body['allocation_requests']:
+        accel = [uuid for uuid, alloc in ar['allocations'].items()
+                 if not {'VCPU', 'MEMORY_MB'} & set(alloc['resources'])]
+        picks.append(sorted(names[uuid] for uuid in accel))
+    return picks
+
+
+def placement_part(args, work, tree):
+    print('\n== The same host reported to a real Placement, through Nova\'s '
+          'report client')
+    proc, endpoint = start_placement(work)
+    env = {'OS_AUTH_TYPE': 'admin_token', 'OS_TOKEN': 'admin',
+           'OS_ENDPOINT': endpoint, 'OS_PLACEMENT_API_VERSION': '1.39'}
+    os.environ.update(env)
+    try:
+        print('Placement (openstack-placement, SQLite, noauth2) listens on '
+              '%s' % endpoint)
+        run(sys.executable, '-W', 'ignore',
+            os.path.join(HERE, 'report_host.py'), '--placement', endpoint,
+            '--nodename', NODENAME, '--sysfs-root', tree,
+            '--state-path', os.path.join(work, 'state.sqlite'),
+            '--cycles', '2')
+        run('cyborg-nova', 'tree', '--host', NODENAME)
+
+        print('\n== Allocation candidates of sample flavors')
+        for name, specs in FLAVORS:
+            picks = candidates(endpoint, specs)
+            shown = ' '.join('%s=%s' % kv for kv in specs.items())
+            print('\nflavor %s (%s): %d candidate(s)' % (name, shown,
+                                                        len(picks)))
+            for pick in picks:
+                print('    accelerator provider(s): %s' % ', '.join(pick))
+
+        exports = ' '.join('%s=%s' % kv for kv in env.items())
+        print('\n== The same providers with the openstack CLI:\n')
+        print('  export %s' % exports)
+        print('  openstack resource provider list')
+        print('  openstack allocation candidate list --resource FPGA=1 '
+              '--required CUSTOM_FPGA_INTEL')
+        run('openstack', 'resource', 'provider', 'list', check=False)
+        run('openstack', 'allocation', 'candidate', 'list', '--resource',
+            'FPGA=1', '--required', 'CUSTOM_FPGA_INTEL', check=False)
+        if args.wait and sys.stdin.isatty():
+            input('\nPlacement stays up while you try them. Press Enter '
+                  'to stop it. ')
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument('--profile', default='mixed-host',
                         help='shipped host profile to show (default '
                              'mixed-host; also gpu-host, fpga-host, '
                              'crypto-nic-host)')
+    parser.add_argument('--no-wait', dest='wait', action='store_false',
+                        help='do not wait for Enter before stopping '
+                             'Placement (it never waits without a '
+                             'terminal)')
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix='cyborg-nova-demo-')
     tree = os.path.join(work, 'sys')
@@ -62,6 +173,7 @@ def main():
     print('(no rows: this machine has no accelerators, only the devices '
           'lspci shows below)')
     run('lspci', '-nn', check=False)
+    placement_part(args, work, tree)
     print('\nThe sample tree stays at %s for you to explore.' % tree)
 
 

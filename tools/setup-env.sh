@@ -31,12 +31,18 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
 fi
 
+# pip, without warnings about configured index locations that do not exist.
+pipq() {
+    "$venv/bin/pip" -q --disable-pip-version-check "$@" \
+        2> >(grep -v "^WARNING: Location '" >&2)
+}
+
 if [ ! -x "$venv/bin/python" ]; then
     echo "Creating virtualenv $venv"
     python3 -m venv "$venv"
 fi
 
-reqs=(requirements.txt)
+reqs=(requirements.txt demo-requirements.txt)
 [ "$purpose" = test ] && reqs+=(test-requirements.txt)
 stamp="$venv/.cyborg-nova-$purpose"
 want=$(cd "$top" && cat "${reqs[@]}" setup.cfg | sha256sum | cut -d' ' -f1)
@@ -44,10 +50,13 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "Installing Python requirements ($purpose) into $venv"
     args=()
     for r in "${reqs[@]}"; do args+=(-r "$top/$r"); done
-    "$venv/bin/pip" install -q --disable-pip-version-check "${args[@]}"
-    "$venv/bin/pip" install -q --disable-pip-version-check -e "$top"
+    pipq install pbr setuptools wheel "${args[@]}"
     echo "$want" > "$stamp"
 fi
+# A real (not editable) install, every time, so the installed commands run
+# this tree's code and Nova finds the nova.virt.cyborg_nova module (an
+# editable install does not place it).
+pipq install --no-deps --no-build-isolation --force-reinstall "$top"
 if [ "$purpose" = test ]; then
     bash "$top/tools/install-udev-test-deps.sh" "$venv/bin/python"
 fi

@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-from cliff import columns
 from cliff import lister
 
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
+from cyborg_nova.cmd import columns
 
 COLUMNS = ('address', 'vendor_id', 'product_id', 'driver', 'resource_class',
            'traits', 'total', 'numa_node')
 LONG_COLUMNS = COLUMNS + ('device_type', 'class_code', 'kernel_driver',
                           'iommu_group', 'units', 'setup_required',
                           'problems')
-
-
-class ListColumn(columns.FormattableColumn):
-    """A list: one item per line in tables, a real list in JSON/YAML."""
-
-    def human_readable(self):
-        return '\n'.join(str(item) for item in self._value)
-
-    def machine_readable(self):
-        return list(self._value)
 
 
 class Discover(lister.Lister):
@@ -64,6 +54,7 @@ class Discover(lister.Lister):
         for accelerator in result.accelerators:
             data = accelerator.to_dict()
             rows.append(tuple(
-                ListColumn(data[c]) if isinstance(data[c], list) else data[c]
+                columns.ListColumn(data[c])
+                if isinstance(data[c], list) else data[c]
                 for c in wanted))
         return wanted, rows

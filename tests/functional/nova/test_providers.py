@@ -1,6 +1,11 @@
 """Accelerators reported by nova-compute and scheduled by flavor specs."""
 
+from nova.scheduler import request_filter
+
 from tests.functional.nova import base
+
+# Nova 34 (2026.1) added the OWNER_NOVA prefilter; Nova 31 (2025.1) lacks it.
+HAS_OWNER_NOVA_FILTER = hasattr(request_filter, 'owner_nova_filter')
 
 
 class TestFpgaScheduling(base.AcceleratorTestCase):
@@ -49,7 +54,8 @@ class TestFpgaScheduling(base.AcceleratorTestCase):
     def test_owner_nova_prefilter_does_not_hide_accelerators(self):
         # Nova 34 requires OWNER_NOVA on the root provider of every
         # candidate; accelerator children (OWNER_CYBORG) under a Nova
-        # root still match.
+        # root still match. A Nova without that prefilter must schedule
+        # the same.
         flavor = self.flavor({'resources:FPGA': '1',
                               'trait:CUSTOM_FPGA_XILINX': 'required'})
         self.counter.reset()
@@ -57,7 +63,12 @@ class TestFpgaScheduling(base.AcceleratorTestCase):
         queries = [p for m, p in self.counter.requests
                    if p.startswith('/allocation_candidates')]
         self.assertEqual(1, len(queries))
-        self.assertIn('root_required=OWNER_NOVA', queries[0])
+        if HAS_OWNER_NOVA_FILTER:
+            self.assertIn('root_required=OWNER_NOVA', queries[0])
+        else:
+            # Fails if Nova sends OWNER_NOVA under another filter name:
+            # then the detection above needs updating.
+            self.assertNotIn('OWNER_NOVA', queries[0])
         alveo = self.accelerator_providers('fpga1')['0000:d8:00.1']
         self.assertEqual({'FPGA': 1},
                          self.server_allocations(server)[alveo['uuid']])

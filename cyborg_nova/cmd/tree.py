@@ -1,0 +1,50 @@
+"""``cyborg-nova tree``: the provider tree(s) as Placement holds them."""
+
+from __future__ import annotations
+
+from cliff import lister
+
+from cyborg_nova.cmd import columns
+from cyborg_nova import placement
+
+
+class Tree(lister.Lister):
+    """Show the nested resource provider tree of one host, or of all.
+
+    One row per provider, children under their parent: its inventory
+    (resource class, total, reserved, used) and traits, read from
+    Placement. Credentials: [placement] in --config-file (as in
+    nova.conf), else the openstack CLI's OS_* environment (e.g.
+    OS_AUTH_TYPE=admin_token OS_TOKEN=... OS_ENDPOINT=...). Read-only.
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument(
+            '--host', metavar='NODENAME',
+            help='Only the tree of this compute node (its hypervisor '
+                 'hostname, the root provider\'s name).')
+        placement.register_argparse(parser)
+        return parser
+
+    def take_action(self, parsed_args):
+        conf = self.app.conf
+        placement.register_opts(conf)
+        client = (placement.from_conf(conf)
+                  or placement.from_args(parsed_args))
+        providers = placement.provider_tree(client, parsed_args.host)
+        rows = []
+        for rp in providers:
+            inventory = {
+                rc: {'total': inv['total'], 'reserved': inv['reserved'],
+                     'used': rp['usages'].get(rc, 0)}
+                for rc, inv in rp['inventories'].items()}
+            rows.append((
+                '  ' * rp['depth'] + rp['name'],
+                rp['uuid'],
+                rp['parent_provider_uuid'],
+                columns.InventoryColumn(inventory),
+                columns.ListColumn(rp['traits']),
+            ))
+        return (('name', 'uuid', 'parent_provider_uuid', 'inventory',
+                 'traits'), rows)

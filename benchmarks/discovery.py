@@ -11,7 +11,8 @@ machine noise hits all of them alike:
 - ``lspci``: one ``lspci -nnn -D -A linux-sysfs -O sysfs.path=<tree>/bus/pci``
   run, which upstream Cyborg's drivers spawn per driver, every cycle;
 - ``class-scan floor``: reading every function's ``class`` file and
-  nothing else, the least any sysfs discovery can do.
+  nothing else: what a discovery that reads every function pays at least
+  (cyborg-nova reads fewer: VFs of claimed PFs are named, not read).
 
 Prints a Markdown table and writes it to ``benchmarks/results/``.
 """

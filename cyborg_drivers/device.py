@@ -72,8 +72,9 @@ class Accelerator:
 
     ``total`` is the number of assignable units: 1 for a whole device, the
     number of enabled VFs of a PF whose VFs are handed out, or the number
-    of instances of a vGPU type. ``units`` names those units (PCI addresses,
-    or mdev type ids) so the attach path never has to rediscover them.
+    of instances of a vGPU type. ``units`` names those units by PCI
+    address (the VFs, the device itself, or the parents that create the
+    vGPU type's mdevs) so the attach path never has to rediscover them.
     """
 
     address: str

@@ -2,7 +2,7 @@
 
 Standard names come from ``os_resource_classes`` / ``os_traits``. Custom
 names keep upstream OpenStack Cyborg's spelling wherever Cyborg has one,
-so flavors written for Cyborg keep scheduling; ``doc/source/names.rst``
+so flavors written for Cyborg keep scheduling; ``doc/source/admin/names.rst``
 lists every name and where it comes from.
 """
 

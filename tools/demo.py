@@ -109,8 +109,8 @@ def placement_part(args, work, tree):
         for name, specs in FLAVORS:
             picks = candidates(endpoint, specs)
             shown = ' '.join('%s=%s' % kv for kv in specs.items())
-            print('\nflavor %s (%s): %d candidate(s)' % (name, shown,
-                                                        len(picks)))
+            print('\nflavor %s (%s): %d candidate(s)'
+                  % (name, shown, len(picks)))
             for pick in picks:
                 print('    accelerator provider(s): %s' % ', '.join(pick))
 

@@ -14,6 +14,7 @@ import sys
 import fixtures
 import nova.conf
 from nova.tests.functional import integrated_helpers
+from nova.tests.functional.libvirt import base as libvirt_base
 from placement import deploy
 
 from cyborg_drivers.fake import hosttree
@@ -48,8 +49,9 @@ class RequestCounter:
         return collections.Counter(m for m, _ in self.requests)
 
 
-class AcceleratorTestCase(integrated_helpers.ProviderUsageBaseTestCase):
-    compute_driver = 'cyborg_nova.MediumFakeDriver'
+class AcceleratorHostsMixin:
+    """Accelerator hosts from profiles, for any of Nova's test bases."""
+
     enabled_drivers = ['nvidia_gpu', 'intel_fpga', 'xilinx_fpga',
                        'intel_qat']
     auto_ready = True
@@ -107,7 +109,9 @@ class AcceleratorTestCase(integrated_helpers.ProviderUsageBaseTestCase):
 
     def accelerator_providers(self, host):
         """{PCI address: provider} of ``host``'s accelerator children."""
-        root = self._get_provider_uuid_by_host(host)
+        root = self.placement.get(
+            '/resource_providers?name=%s' % host).body[
+            'resource_providers'][0]['uuid']
         prefix = '%s_accelerator_' % host
         resp = self.placement.get(
             '/resource_providers?in_tree=%s' % root, version='1.14')
@@ -130,3 +134,25 @@ class AcceleratorTestCase(integrated_helpers.ProviderUsageBaseTestCase):
     def server_allocations(self, server):
         return {rp: alloc['resources'] for rp, alloc in
                 self._get_allocations_by_server_uuid(server['id']).items()}
+
+
+class AcceleratorTestCase(AcceleratorHostsMixin,
+                          integrated_helpers.ProviderUsageBaseTestCase):
+    """Nova's fake driver with accelerators: scheduling and Placement."""
+
+    compute_driver = 'cyborg_nova.MediumFakeDriver'
+
+
+class LibvirtAcceleratorTestCase(AcceleratorHostsMixin,
+                                 libvirt_base.ServersTestBase):
+    """The real LibvirtDriver (on Nova's fakelibvirt) with accelerators."""
+
+    microversion = 'latest'
+
+    def _setup_compute_service(self):
+        self.flags(compute_driver='cyborg_nova.LibvirtDriver')
+
+    def start_accelerator_compute(self, host, profile):
+        self.build_host(host, profile)
+        self.configure_host(host)
+        return self.start_compute(hostname=host)

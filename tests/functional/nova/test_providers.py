@@ -123,3 +123,21 @@ class TestQat(base.AcceleratorTestCase):
         self.assertEqual(
             2, self._get_provider_usages(
                 rps['0000:70:00.0']['uuid'])['CUSTOM_QAT'])
+
+
+class TestBrokenHost(base.AcceleratorTestCase):
+
+    def test_unreadable_sysfs_does_not_take_the_compute_down(self):
+        self.build_host('broken1', 'fpga-host')
+        self.configure_host('broken1')
+        self.flags(sysfs_root='/nonexistent/sys', group='cyborg_nova')
+        self._start_compute('broken1')
+        root = self._get_provider_uuid_by_host('broken1')
+        self.assertIn('VCPU', self._get_provider_inventory(root))
+        self.assertEqual({}, self.accelerator_providers('broken1'))
+        self.assertIn('accelerator providers of broken1 not updated',
+                      self.stdlog.logger.output)
+        # An ordinary flavor still boots there.
+        server = self._create_server(flavor_id=self.flavor({}),
+                                     networks='none')
+        self.assertEqual('broken1', server['OS-EXT-SRV-ATTR:host'])

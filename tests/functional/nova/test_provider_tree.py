@@ -1,0 +1,123 @@
+"""ProviderTreeUpdater on Nova's own ProviderTree, no services needed."""
+
+import dataclasses
+import os
+import shutil
+
+import fixtures
+from nova.compute import provider_tree
+from oslo_config import cfg
+import testtools
+
+from cyborg_drivers import device
+from cyborg_drivers import discovery
+from cyborg_drivers.fake import hosttree
+from cyborg_drivers import loader
+from cyborg_nova import providers
+from cyborg_nova import state
+
+NODE = 'cn1'
+ROOT = 'c0c0c0c0-0000-4000-8000-000000000001'
+
+
+class TestUpdater(testtools.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = self.useFixture(fixtures.TempDir()).path
+        self.root = os.path.join(self.tmp, 'sys')
+        hosttree.build_tree(hosttree.profile_path('fpga-host'), self.root)
+        conf = cfg.ConfigOpts()
+        conf([])
+        self.store = state.StateStore(os.path.join(self.tmp, 's.sqlite'))
+        self.lookups = []
+        self.consumers = {}
+        self.updater = providers.ProviderTreeUpdater(
+            discovery.Discoverer(loader.load(conf, ['intel_fpga',
+                                                    'xilinx_fpga']),
+                                 self.root),
+            self.store, self.lookup, auto_ready=True)
+        self.tree = provider_tree.ProviderTree()
+        self.tree.new_root(NODE, ROOT)
+
+    def lookup(self, uuid):
+        self.lookups.append(uuid)
+        return self.consumers.get(uuid, {})
+
+    def children(self):
+        return sorted(self.tree.data(u).name[len(NODE) + 13:]
+                      for u in self.tree.get_provider_uuids(NODE)[1:])
+
+    def test_children_and_stable_uuids(self):
+        self.updater.update(self.tree, NODE)
+        self.assertEqual(['0000:5e:00.0', '0000:af:00.0', '0000:d8:00.1'],
+                         self.children())
+        uuid = providers.provider_uuid(NODE, '0000:5e:00.0')
+        data = self.tree.data(uuid)
+        self.assertEqual(ROOT, data.parent_uuid)
+        self.assertEqual('cn1_accelerator_0000:5e:00.0', data.name)
+        self.assertEqual(1, data.inventory['FPGA']['total'])
+        self.assertIn('OWNER_CYBORG', data.traits)
+        # Nothing on the compute node provider is touched.
+        self.assertEqual(set(), set(self.tree.data(NODE).traits))
+        self.assertEqual({}, self.tree.data(NODE).inventory)
+
+    def test_discovery_failure_raises_and_changes_nothing(self):
+        self.updater.update(self.tree, NODE)
+        before = self.children()
+        shutil.rmtree(os.path.join(self.root, 'bus'))
+        self.assertRaises(Exception, self.updater.update, self.tree, NODE)
+        self.assertEqual(before, self.children())
+
+    def test_vanished_kept_when_placement_cannot_tell(self):
+        self.updater.update(self.tree, NODE)
+        uuid = providers.provider_uuid(NODE, '0000:af:00.0')
+        os.unlink(os.path.join(self.root, 'bus', 'pci', 'devices',
+                               '0000:af:00.0'))
+        self.consumers[uuid] = None  # Placement unreachable
+        self.updater.update(self.tree, NODE)
+        self.assertIn('0000:af:00.0', self.children())
+        inv = self.tree.data(uuid).inventory['FPGA']
+        self.assertEqual(inv['total'], inv['reserved'])
+        self.assertEqual([uuid], self.lookups)
+
+    def test_reshape_allocations_used_instead_of_placement(self):
+        self.updater.update(self.tree, NODE)
+        uuid = providers.provider_uuid(NODE, '0000:af:00.0')
+        os.unlink(os.path.join(self.root, 'bus', 'pci', 'devices',
+                               '0000:af:00.0'))
+        allocations = {'inst-1': {'allocations': {
+            uuid: {'resources': {'FPGA': 1}}}}}
+        self.updater.update(self.tree, NODE, allocations)
+        self.assertIn('0000:af:00.0', self.children())
+        self.assertEqual([], self.lookups)
+        self.updater.update(self.tree, NODE, {})
+        self.assertNotIn('0000:af:00.0', self.children())
+
+    def test_providers_of_others_untouched(self):
+        # A child Nova (or an operator) owns: not ours by name, kept.
+        self.tree.new_child('%s_0000:99:00.0' % NODE, ROOT)
+        self.tree.new_child('cn2_accelerator_0000:5e:00.0', ROOT)
+        self.updater.update(self.tree, NODE)
+        names = {self.tree.data(u).name
+                 for u in self.tree.get_provider_uuids(NODE)}
+        self.assertIn('cn1_0000:99:00.0', names)
+        self.assertIn('cn2_accelerator_0000:5e:00.0', names)
+        self.assertEqual([], self.lookups)
+
+
+class TestReserved(testtools.TestCase):
+
+    def test_reserved_is_a_function_of_state(self):
+        acc = device.Accelerator(
+            address='0000:3b:00.0', driver='x', device_type='GPU',
+            resource_class='PGPU', traits=(), total=4, vendor_id='10de',
+            product_id='1eb8', class_code='0x030200')
+        for s in state.STATES:
+            expected = 0 if s == state.READY else 4
+            self.assertEqual(expected, providers.reserved(s, acc, 4), s)
+        self.assertEqual(4, providers.reserved(state.READY, None, 4))
+        broken = dataclasses.replace(acc, setup_required=True)
+        self.assertEqual(4, providers.reserved(state.READY, broken, 4))
+        self.assertEqual({}, providers.inventory(
+            dataclasses.replace(acc, total=0), state.READY))

@@ -265,11 +265,10 @@ class TrafficScenario(integrated_helpers.ProviderUsageBaseTestCase):
     def measure(self, name: str, action) -> None:
         self.counter.reset()
         start = time.perf_counter()
-        result = action()
+        action()
         wall = time.perf_counter() - start
         self.phases.setdefault(name, []).append(
             Phase(self.counter.requests, wall))
-        return result
 
     def cycle(self) -> None:
         compute = self.computes[HOST]
@@ -282,8 +281,8 @@ class TrafficScenario(integrated_helpers.ProviderUsageBaseTestCase):
         # What happens every [compute]
         # resource_provider_association_refresh seconds (300 by default):
         # every cached provider is stale at once.
-        self.computes[HOST].manager.rt.reportclient \
-            ._association_refresh_time.clear()
+        client = self.computes[HOST].manager.rt.reportclient
+        client._association_refresh_time.clear()
         self.cycle()
 
     def restart(self) -> None:
@@ -293,7 +292,7 @@ class TrafficScenario(integrated_helpers.ProviderUsageBaseTestCase):
             self.computes[HOST], keep_hypervisor_state=False)
 
     def read_tree(self) -> list:
-        """(resource class, total, custom traits) of each child provider."""
+        """(class, total, reserved, custom traits) of each child."""
         root = self._get_provider_uuid_by_host(HOST)
         resp = self.placement.get(
             '/resource_providers?in_tree=%s' % root, version='1.14')

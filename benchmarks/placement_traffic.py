@@ -165,8 +165,8 @@ def report(hosts: list, args, elapsed: float) -> str:
         'Nova\'s functional harness (nova 34, openstack-placement 16) in one '
         'process: real API, conductor, scheduler and one compute host '
         '(resource tracker and report client), a real Placement on '
-        'in-memory SQLite, served in-process. A middleware in front of the '
-        'app `placement.deploy.loadapp` returns counts every request '
+        'in-memory SQLite, served in-process. A middleware wrapped around '
+        'the app `placement.deploy.loadapp` returns records every request '
         'Placement serves (method, path, status) and the time Placement '
         'took for it. The same accelerators are reported two ways:',
         '',
@@ -398,11 +398,17 @@ NOTES = [
     '## Notes',
     '',
     '- Both modes hand the same tree to the same report client, so the '
-    'requests are Nova\'s: per child provider, 6 at registration, 1 GET '
-    '(its allocations, `get_allocations_for_provider_tree`) every cycle '
-    'and 4 GETs (allocations, inventories, aggregates, traits) at each '
-    'refresh and restart. What keeps the count low is the shape, one '
-    'provider per PF with its VFs as inventory, not the reporter.',
+    'requests are Nova\'s: per child provider, 5 at registration (6 with '
+    'a custom resource class: Nova PUTs the class again for every '
+    'provider), plus one PUT per custom trait new to Placement; 1 GET (its '
+    'allocations, `get_allocations_for_provider_tree`) every cycle; 4 GETs '
+    '(allocations, inventories, aggregates, traits) at each refresh and '
+    'restart. What keeps the count low is the shape, one provider per PF '
+    'with its VFs as inventory, not the reporter.',
+    '- fpga-host has no VFs enabled: Cyborg\'s shape is the same tree '
+    'there, so nothing is saved and the 4x target can only hold on hosts '
+    'whose accelerators are split into VFs; its registration estimate '
+    'just reflects the anchor\'s higher cost per provider.',
     '- Wall time differs while Placement time does not: nova-pci keeps a '
     'row per matched VF in Nova\'s `pci_devices` table and saves them at '
     'service start (one `PciDevice.save` per VF when profiled on the '

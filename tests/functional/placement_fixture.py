@@ -1,0 +1,51 @@
+"""A real Placement server process on loopback (tools/placement_server.py).
+"""
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+
+import fixtures
+
+TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), 'tools')
+
+
+class PlacementServer(fixtures.Fixture):
+    """Starts Placement (SQLite, noauth2) and stops it at cleanup.
+
+    ``endpoint`` is its URL; the admin token is ``admin``.
+    """
+
+    def _setUp(self):
+        state_dir = self.useFixture(fixtures.TempDir()).path
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(TOOLS, 'placement_server.py'),
+             '--state-dir', state_dir],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.addCleanup(self._stop)
+        deadline = time.monotonic() + 60
+        for line in self.proc.stdout:
+            if line.startswith('listening '):
+                self.endpoint = line.split()[1]
+                break
+            if time.monotonic() > deadline:
+                break
+        else:
+            raise RuntimeError('Placement did not start')
+        with urllib.request.urlopen(self.endpoint + '/') as resp:
+            assert resp.status == 200
+
+    def _stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def env(self):
+        return {'OS_AUTH_TYPE': 'admin_token', 'OS_TOKEN': 'admin',
+                'OS_ENDPOINT': self.endpoint}

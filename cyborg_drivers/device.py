@@ -118,8 +118,7 @@ class Accelerator:
         vfs = self.sriov.vf_addresses if self.sriov else ()
         return (self.address, *extra, *vfs)
 
-    def to_dict(self) -> dict:
-        """A flat JSON-able view (the CLI's ``discover`` columns)."""
+    def _pci(self) -> dict:
         return {
             'address': self.address,
             'vendor_id': self.vendor_id,
@@ -127,24 +126,40 @@ class Accelerator:
             'class_code': self.class_code,
             'subsystem_vendor_id': self.subsystem_vendor_id,
             'subsystem_product_id': self.subsystem_product_id,
-            'driver': self.driver,
-            'device_type': self.device_type,
-            'resource_class': self.resource_class,
-            'traits': list(self.traits),
-            'total': self.total,
             'numa_node': self.numa_node,
             'iommu_group': self.iommu_group,
             'kernel_driver': self.kernel_driver,
             'functions': list(self.functions),
-            'units': list(self.units),
             'sriov': (dataclasses.asdict(self.sriov)
                       if self.sriov else None),
+        }
+
+    def _placement(self) -> dict:
+        return {
+            'resource_class': self.resource_class,
+            'traits': list(self.traits),
+            'total': self.total,
+            'units': list(self.units),
+        }
+
+    def _details(self) -> dict:
+        return {
             'fpga_regions': [dataclasses.asdict(r)
                              for r in self.fpga_regions],
             'mdev_types': [dataclasses.asdict(m) for m in self.mdev_types],
+            'problems': list(self.problems),
+        }
+
+    def to_dict(self) -> dict:
+        """A flat JSON-able view (the CLI's ``discover`` columns)."""
+        return {
+            **self._pci(),
+            'driver': self.driver,
+            'device_type': self.device_type,
+            **self._placement(),
             'setup_required': self.setup_required,
             'reboot_required': self.reboot_required,
-            'problems': list(self.problems),
+            **self._details(),
         }
 
     def to_hardware(self, nodename: str) -> dict:
@@ -169,28 +184,7 @@ class Accelerator:
                 'reboot_required': self.reboot_required,
             },
             'driver': self.driver,
-            'pci': {
-                'address': self.address,
-                'vendor_id': self.vendor_id,
-                'product_id': self.product_id,
-                'class_code': self.class_code,
-                'subsystem_vendor_id': self.subsystem_vendor_id,
-                'subsystem_product_id': self.subsystem_product_id,
-                'numa_node': self.numa_node,
-                'iommu_group': self.iommu_group,
-                'kernel_driver': self.kernel_driver,
-                'functions': list(self.functions),
-                'sriov': (dataclasses.asdict(self.sriov)
-                          if self.sriov else None),
-            },
-            'placement': {
-                'resource_class': self.resource_class,
-                'traits': list(self.traits),
-                'total': self.total,
-                'units': list(self.units),
-            },
-            'fpga_regions': [dataclasses.asdict(r)
-                             for r in self.fpga_regions],
-            'mdev_types': [dataclasses.asdict(m) for m in self.mdev_types],
-            'problems': list(self.problems),
+            'pci': self._pci(),
+            'placement': self._placement(),
+            **self._details(),
         }

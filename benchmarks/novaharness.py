@@ -218,6 +218,7 @@ class TrafficScenario(integrated_helpers.ProviderUsageBaseTestCase):
         self.refreshes = refreshes
         self.phases = {}
         self.tree = None
+        self.device_spec = []
 
     def setUp(self):
         self.counter = None
@@ -245,9 +246,8 @@ class TrafficScenario(integrated_helpers.ProviderUsageBaseTestCase):
                        auto_ready=True, group='cyborg_nova')
             return
         functions = hosttree.expand_functions(load_profile(self.profile))
-        self.flags(report_in_placement=True,
-                   device_spec=device_spec(accelerators(self.root),
-                                           functions),
+        self.device_spec = device_spec(accelerators(self.root), functions)
+        self.flags(report_in_placement=True, device_spec=self.device_spec,
                    group='pci')
         self.flags(pci_in_placement=True, group='filter_scheduler')
         devices = json.dumps(pci_devices(functions))

@@ -38,6 +38,21 @@ class Discoverer:
     def _claims(self, function: sysfs.PciFunction) -> bool:
         return any(driver.claims(function) for driver in self.drivers)
 
+    @staticmethod
+    def _checked(driver: base.AcceleratorDriver,
+                 accelerator: device_model.Accelerator,
+                 snapshot: sysfs.PciSnapshot) -> device_model.Accelerator:
+        """The accelerator with its driver's health findings as problems."""
+        try:
+            reasons = driver.health(accelerator, snapshot)
+        except Exception as exc:
+            # Health unknown is not healthy.
+            reasons = ['health cannot be read: %s' % exc]
+        if not reasons:
+            return accelerator
+        return dataclasses.replace(
+            accelerator, problems=accelerator.problems + tuple(reasons))
+
     def discover(self, only: Iterable[str] | None = None,
                  gone: Iterable[str] = ()) -> DiscoveryResult:
         """Discover the whole host, or only the functions in ``only``.
@@ -64,6 +79,7 @@ class Discoverer:
                 LOG.exception('Driver %s failed', driver.name)
                 continue
             for accelerator in accelerators:
+                accelerator = self._checked(driver, accelerator, snapshot)
                 taken = [a for a in accelerator.addresses if a in owners]
                 if taken:
                     snapshot.problem(

@@ -44,6 +44,9 @@ class HostInventory:
         self.discoverer = discoverer
         self._devices: dict[str, device_model.Accelerator] = {}
         self._lock = threading.Lock()
+        # One discovery at a time, applied before the next starts: a full
+        # refresh read before an event must not be applied after it.
+        self._discovering = threading.Lock()
 
     def accelerators(self) -> list[device_model.Accelerator]:
         with self._lock:
@@ -51,12 +54,17 @@ class HostInventory:
 
     def refresh(self) -> Change:
         """Re-discover the whole host."""
-        result = self.discoverer.discover()
-        with self._lock:
-            return self._apply(result.by_address(), set(self._devices))
+        with self._discovering:
+            result = self.discoverer.discover()
+            with self._lock:
+                return self._apply(result.by_address(), set(self._devices))
 
     def handle_event(self, event: events.PciEvent) -> Change:
         """Re-discover the accelerator ``event``'s function belongs to."""
+        with self._discovering:
+            return self._handle_event(event)
+
+    def _handle_event(self, event: events.PciEvent) -> Change:
         with self._lock:
             owners = [a for a in self._devices.values()
                       if event.address in a.addresses]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import urllib.parse
 
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
@@ -99,7 +100,8 @@ def provider_tree(client: ks_adapter.Adapter,
     """
     url = '/resource_providers'
     if host:
-        roots = get(client, '/resource_providers?name=%s' % host)
+        roots = get(client, '/resource_providers?name=%s'
+                    % urllib.parse.quote(host, safe=''))
         if not roots['resource_providers']:
             raise PlacementError('no resource provider named %r' % host)
         url += '?in_tree=%s' % roots['resource_providers'][0]['uuid']

@@ -49,12 +49,13 @@ def reserved(state: str, accelerator: device_model.Accelerator | None,
              total: int) -> int:
     """How much of a provider's ``total`` must be held back.
 
-    Everything unless the device is ready, present and set up: a device
-    nobody vouched for, an unhealthy or vanished one is never handed out.
-    The agent computes the same value when it fences at once.
+    Everything unless the device is ready, present, set up and without
+    problems: a device nobody vouched for, an unhealthy, half set up or
+    vanished one is never handed out. The agent computes the same value
+    when it fences at once.
     """
     if (accelerator is None or state != state_store.READY
-            or accelerator.setup_required):
+            or accelerator.setup_required or accelerator.problems):
         return total
     return 0
 
@@ -93,12 +94,14 @@ class ProviderTreeUpdater:
         :param allocations: what Nova passes to ``update_provider_tree``
             on a reshape (consumer -> allocations); used instead of asking
             Placement when given.
+        :raises sysfs.NoSysfs: there is no PCI bus to read; nothing in the
+            tree was changed.
         """
         result = self.discoverer.discover()
-        found = {a.address: a for a in result.accelerators}
+        found = result.by_address()
         initial = state_store.READY if self.auto_ready else (
             state_store.INACTIVE)
-        states = self.store.sync(nodename, list(found), initial)
+        states = self.store.sync(nodename, result.accelerators, initial)
         prefix = nodename + NAME_INFIX
         root_uuid = provider_tree.data(nodename).uuid
         ours = {}
@@ -117,15 +120,54 @@ class ProviderTreeUpdater:
                          accelerator.resource_class, accelerator.total,
                          uuid)
             row = states[address]
-            provider_tree.update_inventory(uuid,
-                                           inventory(accelerator, row.state))
+            wanted = inventory(accelerator, row.state)
+            current = provider_tree.data(uuid).inventory
+            provider_tree.update_inventory(uuid, self._keep_used(
+                uuid, address, current, wanted, allocations))
             self._sync_traits(provider_tree, nodename, uuid, row,
                               set(accelerator.traits) | {OWNER_TRAIT})
         for uuid, data in ours.items():
             address = data.name[len(prefix):]
-            if address not in found:
-                self._vanished(provider_tree, nodename, address, uuid, data,
-                               allocations)
+            if address in found:
+                continue
+            if result.driver_errors or address in result.problems:
+                # Not found because a driver or a read failed, not
+                # because the device left: leave its provider alone.
+                continue
+            self._vanished(provider_tree, nodename, address, uuid, data,
+                           states.get(address), allocations)
+
+    def _keep_used(self, uuid: str, address: str, current: dict,
+                   wanted: dict, allocations: dict | None) -> dict:
+        """``wanted``, less any cut into what instances hold.
+
+        Placement refuses to delete a resource class still allocated (and
+        Nova then fails the whole update), and a total cut below usage
+        would keep scheduling onto a device that has no room. So a class
+        that shrinks or disappears under allocations keeps its used
+        amount, fully reserved, until the allocations are gone. Usage is
+        only looked up when something shrinks.
+        """
+        shrinking = [rc for rc, inv in current.items()
+                     if inv['total'] > wanted.get(rc, {}).get('total', 0)]
+        if not shrinking:
+            return wanted
+        usage = self._usage(uuid, allocations)
+        result = dict(wanted)
+        for rc in shrinking:
+            used = (current[rc]['total'] if usage is None
+                    else usage.get(rc, 0))
+            new_total = wanted.get(rc, {}).get('total', 0)
+            if used <= new_total:
+                continue
+            total = max(used, new_total)
+            result[rc] = dict(current[rc], total=total, reserved=total,
+                              max_unit=max(1, total))
+            LOG.warning('Accelerator %s now offers %d %s but %s are in '
+                        'use: keeping %d, fully reserved, until they are '
+                        'freed', address, new_total, rc,
+                        used if usage is not None else 'maybe all', total)
+        return result
 
     def _sync_traits(self, provider_tree, nodename: str, uuid: str,
                      row: state_store.DeviceState, owned: set[str]) -> None:
@@ -144,9 +186,21 @@ class ProviderTreeUpdater:
             self.store.set_owned_traits(nodename, row.address, remembered)
 
     def _vanished(self, provider_tree, nodename: str, address: str,
-                  uuid: str, data, allocations: dict | None) -> None:
-        held = self._consumers(uuid, allocations)
-        if held == {}:
+                  uuid: str, data, row: state_store.DeviceState | None,
+                  allocations: dict | None) -> None:
+        fenced = {rc: dict(inv, reserved=inv['total'])
+                  for rc, inv in data.inventory.items()}
+        if row is not None and not row.missing:
+            # First update without it: fence now, decide next time. Had
+            # it been removed at once, an allocation placed before the
+            # fence reached Placement would make the delete fail.
+            LOG.warning('Accelerator %s is not on the bus any more: '
+                        'provider %s fenced', address, uuid)
+            provider_tree.update_inventory(uuid, fenced)
+            self.store.mark_missing(nodename, address)
+            return
+        usage = self._usage(uuid, allocations)
+        if usage is not None and not any(usage.values()):
             LOG.info('Accelerator %s is gone and nothing holds it: '
                      'removing provider %s', address, uuid)
             provider_tree.remove(uuid)
@@ -154,18 +208,26 @@ class ProviderTreeUpdater:
             return
         # Gone while in use (or Placement cannot tell): keep the provider
         # so the allocations stay valid, but let nothing new land on it.
-        fenced = {rc: dict(inv, reserved=inv['total'])
-                  for rc, inv in data.inventory.items()}
         if fenced != data.inventory:
-            LOG.warning('Accelerator %s is gone but %s still hold(s) it: '
-                        'keeping provider %s fully reserved', address,
-                        ', '.join(sorted(held or {})) or 'unknown consumers',
-                        uuid)
             provider_tree.update_inventory(uuid, fenced)
+        LOG.warning('Accelerator %s is gone but still in use (%s): keeping '
+                    'provider %s fully reserved', address,
+                    usage if usage is not None else 'Placement cannot say',
+                    uuid)
 
-    def _consumers(self, uuid: str, allocations: dict | None):
+    def _usage(self, uuid: str, allocations: dict | None
+               ) -> dict[str, int] | None:
+        """What is allocated on provider ``uuid``, by resource class."""
+        used: dict[str, int] = {}
         if allocations is not None:
-            return {consumer: alloc for consumer, alloc in
-                    allocations.items()
-                    if uuid in alloc.get('allocations', {})}
-        return self.allocations_for(uuid)
+            holdings = [a.get('allocations', {}).get(uuid, {})
+                        for a in allocations.values()]
+        else:
+            consumers = self.allocations_for(uuid)
+            if consumers is None:
+                return None
+            holdings = list(consumers.values())
+        for holding in holdings:
+            for rc, amount in holding.get('resources', {}).items():
+                used[rc] = used.get(rc, 0) + amount
+        return used

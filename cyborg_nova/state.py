@@ -38,6 +38,13 @@ CREATE TABLE IF NOT EXISTS devices (
     PRIMARY KEY (nodename, address)
 )
 """
+# Columns added after the first schema, with their definitions; added to
+# an older store when it is opened.
+_COLUMNS_ADDED = (
+    ('identity', "TEXT NOT NULL DEFAULT ''"),
+    ('driver', "TEXT NOT NULL DEFAULT ''"),
+    ('missing', 'INTEGER NOT NULL DEFAULT 0'),
+)
 
 
 class InvalidState(ValueError):
@@ -53,6 +60,18 @@ class DeviceState:
     reason: str | None
     owned_traits: tuple[str, ...]
     updated_at: float
+    #: vendor:device:subsystem ids of the device last seen at the address.
+    identity: str = ''
+    driver: str = ''
+    #: Whether the last update did not find the device on the bus.
+    missing: bool = False
+
+
+def identity_of(accelerator) -> str:
+    """What tells one card from another in the same slot."""
+    return ':'.join(str(x) for x in (
+        accelerator.vendor_id, accelerator.product_id,
+        accelerator.subsystem_vendor_id, accelerator.subsystem_product_id))
 
 
 class StateStore:
@@ -72,6 +91,12 @@ class StateStore:
         with self._connect() as db:
             db.execute('PRAGMA journal_mode=WAL')
             db.execute(_SCHEMA)
+            have = {row[1] for row in db.execute(
+                'PRAGMA table_info(devices)')}
+            for name, definition in _COLUMNS_ADDED:
+                if name not in have:
+                    db.execute('ALTER TABLE devices ADD COLUMN %s %s'
+                               % (name, definition))
 
     @contextlib.contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -99,9 +124,11 @@ class StateStore:
     @staticmethod
     def _row(row) -> DeviceState:
         return DeviceState(row[0], row[1], row[2],
-                           tuple(json.loads(row[3])), row[4])
+                           tuple(json.loads(row[3])), row[4], row[5],
+                           row[6], bool(row[7]))
 
-    _COLUMNS = 'address, state, reason, owned_traits, updated_at'
+    _COLUMNS = ('address, state, reason, owned_traits, updated_at, '
+                'identity, driver, missing')
 
     def devices(self, nodename: str) -> dict[str, DeviceState]:
         """Every device of ``nodename``, by address."""
@@ -111,26 +138,60 @@ class StateStore:
                 (nodename,)).fetchall()
         return {r[0]: self._row(r) for r in rows}
 
-    def sync(self, nodename: str, addresses: Iterable[str],
+    def sync(self, nodename: str, accelerators: Iterable,
              initial_state: str) -> dict[str, DeviceState]:
-        """Add devices not seen before in ``initial_state``; all rows.
+        """Record the devices found now; every row of ``nodename``.
 
-        Rows of devices not in ``addresses`` are kept: a vanished device
-        keeps its state until its provider is gone (see :meth:`forget`).
-        Writes nothing when every address is known already.
+        A device not seen before starts in ``initial_state``. A device
+        whose ids differ from what was last seen at its address is a
+        different card: it starts over in ``initial_state`` too, so a card
+        swapped in while the host was off never inherits ``ready``. Rows
+        of devices not found are kept (see :meth:`mark_missing`). Writes
+        nothing when nothing changed.
         """
         _check(initial_state)
         known = self.devices(nodename)
-        new = [a for a in addresses if a not in known]
-        if not new:
+        inserts, resets, found_again = [], [], []
+        for accelerator in accelerators:
+            identity = identity_of(accelerator)
+            row = known.get(accelerator.address)
+            if row is None:
+                inserts.append((accelerator, identity))
+            elif row.identity and row.identity != identity:
+                resets.append((accelerator, identity, row.identity))
+            elif (row.missing or row.identity != identity
+                    or row.driver != accelerator.driver):
+                found_again.append((accelerator, identity))
+        if not (inserts or resets or found_again):
             return known
         now = time.time()
         with self._transaction() as db:
             db.executemany(
                 'INSERT OR IGNORE INTO devices (nodename, address, state, '
-                'created_at, updated_at) VALUES (?, ?, ?, ?, ?)',
-                [(nodename, a, initial_state, now, now) for a in new])
+                'identity, driver, created_at, updated_at) '
+                'VALUES (?, ?, ?, ?, ?, ?, ?)',
+                [(nodename, a.address, initial_state, identity, a.driver,
+                  now, now) for a, identity in inserts])
+            db.executemany(
+                'UPDATE devices SET state = ?, reason = ?, identity = ?, '
+                'driver = ?, missing = 0, updated_at = ? '
+                'WHERE nodename = ? AND address = ?',
+                [(initial_state, 'replaced: %s was %s' % (identity, old),
+                  identity, a.driver, now, nodename, a.address)
+                 for a, identity, old in resets])
+            db.executemany(
+                'UPDATE devices SET identity = ?, driver = ?, missing = 0, '
+                'updated_at = ? WHERE nodename = ? AND address = ?',
+                [(identity, a.driver, now, nodename, a.address)
+                 for a, identity in found_again])
         return self.devices(nodename)
+
+    def mark_missing(self, nodename: str, address: str) -> None:
+        """Note that an update did not find the device on the bus."""
+        with self._transaction() as db:
+            db.execute('UPDATE devices SET missing = 1, updated_at = ? '
+                       'WHERE nodename = ? AND address = ?',
+                       (time.time(), nodename, address))
 
     def set_state(self, nodename: str, address: str, state: str,
                   reason: str | None = None) -> None:

@@ -20,7 +20,7 @@ suite() {
     shift 2
     echo
     echo "== $name"
-    "$python" -m pytest -q -rs -p no:cacheprovider \
+    "$python" -m pytest -q -rs -p no:cacheprovider -p no:warnings \
         --junitxml="$reports/$name.xml" "$@" || status=1
 }
 

@@ -30,11 +30,16 @@ class Discover(lister.Lister):
             '--sysfs-root', metavar='DIR',
             help='Read sysfs from DIR instead of [cyborg_nova] sysfs_root '
                  '(default /sys); e.g. a tree built from a host profile.')
-        parser.add_argument(
+        which = parser.add_mutually_exclusive_group()
+        which.add_argument(
             '--driver', metavar='NAME', action='append', dest='drivers',
             help='Run only this driver (repeat for more). Default: every '
                  'installed driver that needs no configuration; see '
                  '"cyborg-nova driver-list".')
+        which.add_argument(
+            '--enabled', action='store_true',
+            help='Run the drivers of [cyborg_nova] enabled_drivers, as '
+                 'nova-compute does with the same config file.')
         parser.add_argument(
             '--long', action='store_true',
             help='Also show device type, class, kernel driver, IOMMU '
@@ -43,12 +48,23 @@ class Discover(lister.Lister):
 
     def take_action(self, parsed_args):
         conf = self.app.conf
-        names = parsed_args.drivers or loader.default_names()
+        if parsed_args.enabled:
+            names = conf.cyborg_nova.enabled_drivers
+        else:
+            names = parsed_args.drivers or loader.default_names()
         drivers = loader.load(conf, names)
         root = parsed_args.sysfs_root or conf.cyborg_nova.sysfs_root
         result = discovery.Discoverer(drivers, root).discover()
+        warn = self.app.stderr.write
+        for driver in drivers:
+            if not driver.is_configured():
+                warn('warning: driver %s reports nothing until [%s] is '
+                     'configured\n' % (driver.name, driver.group_name()))
         for name, error in sorted(result.driver_errors.items()):
-            self.app.stderr.write('warning: driver %s: %s\n' % (name, error))
+            warn('warning: driver %s: %s\n' % (name, error))
+        if not result.accelerators:
+            warn('no accelerators found under %s by %s\n'
+                 % (root, ', '.join(names)))
         wanted = LONG_COLUMNS if parsed_args.long else COLUMNS
         rows = []
         for accelerator in result.accelerators:

@@ -8,7 +8,20 @@ import threading
 
 import pytest
 
+from cyborg_drivers import device
 from cyborg_nova import state
+
+
+def acc(address, product='4940', driver='intel_qat'):
+    return device.Accelerator(
+        address=address, driver=driver, device_type='CRYPTO',
+        resource_class='CUSTOM_QAT', traits=(), total=16, vendor_id='8086',
+        product_id=product, class_code='0x0b4000',
+        subsystem_vendor_id='8086', subsystem_product_id='0000')
+
+
+def accs(*addresses):
+    return [acc(a) for a in addresses]
 
 
 @pytest.fixture
@@ -26,13 +39,14 @@ def test_created_private_in_wal_mode(store):
 
 
 def test_sync_adds_new_devices_once(store):
-    rows = store.sync('cn1', ['0000:3b:00.0', '0000:af:00.0'],
+    rows = store.sync('cn1', accs('0000:3b:00.0', '0000:af:00.0'),
                       state.INACTIVE)
     assert {a: r.state for a, r in rows.items()} == {
         '0000:3b:00.0': 'inactive', '0000:af:00.0': 'inactive'}
     store.set_state('cn1', '0000:3b:00.0', state.READY)
     # Known devices keep their state; a new one gets the initial state.
-    rows = store.sync('cn1', ['0000:3b:00.0', '0000:d8:00.0'], state.READY)
+    rows = store.sync('cn1', accs('0000:3b:00.0', '0000:d8:00.0'),
+                      state.READY)
     assert rows['0000:3b:00.0'].state == 'ready'
     assert rows['0000:af:00.0'].state == 'inactive'  # vanished, kept
     assert rows['0000:d8:00.0'].state == 'ready'
@@ -50,15 +64,15 @@ class CountingStore(state.StateStore):
 
 def test_sync_of_known_devices_writes_nothing(tmp_path):
     store = CountingStore(str(tmp_path / 'state.sqlite'))
-    store.sync('cn1', ['0000:3b:00.0'], state.INACTIVE)
+    store.sync('cn1', accs('0000:3b:00.0'), state.INACTIVE)
     assert store.writes == 1
     for _ in range(5):
-        store.sync('cn1', ['0000:3b:00.0'], state.INACTIVE)
+        store.sync('cn1', accs('0000:3b:00.0'), state.INACTIVE)
     assert store.writes == 1
 
 
 def test_set_state_checks(store):
-    store.sync('cn1', ['0000:3b:00.0'], state.INACTIVE)
+    store.sync('cn1', accs('0000:3b:00.0'), state.INACTIVE)
     with pytest.raises(state.InvalidState) as exc:
         store.set_state('cn1', '0000:3b:00.0', 'sleepy')
     assert 'unknown state' in str(exc.value)
@@ -70,7 +84,7 @@ def test_set_state_checks(store):
 
 
 def test_owned_traits_and_forget(store):
-    store.sync('cn1', ['0000:3b:00.0'], state.INACTIVE)
+    store.sync('cn1', accs('0000:3b:00.0'), state.INACTIVE)
     store.set_owned_traits('cn1', '0000:3b:00.0', {'CUSTOM_B', 'CUSTOM_A'})
     assert store.devices('cn1')['0000:3b:00.0'].owned_traits == (
         'CUSTOM_A', 'CUSTOM_B')
@@ -85,7 +99,7 @@ def test_threads_share_it(store):
     def worker(chunk):
         try:
             for address in chunk:
-                store.sync('cn1', [address], state.INACTIVE)
+                store.sync('cn1', accs(address), state.INACTIVE)
                 store.set_state('cn1', address, state.READY)
         except Exception as exc:  # the assertion below reports it
             errors.append(exc)
@@ -103,7 +117,7 @@ def test_threads_share_it(store):
 def _process_worker(path, node, count):
     s = state.StateStore(path)
     for i in range(count):
-        s.sync(node, ['0000:%02x:00.0' % i], state.INACTIVE)
+        s.sync(node, accs('0000:%02x:00.0' % i), state.INACTIVE)
         s.set_state(node, '0000:%02x:00.0' % i, state.HELD)
 
 
@@ -123,3 +137,42 @@ def test_processes_share_it(store):
         assert {r.state for r in rows.values()} == {'held'}
     db = sqlite3.connect(store.path)
     assert db.execute('PRAGMA integrity_check').fetchone()[0] == 'ok'
+
+
+def test_another_card_in_the_slot_starts_over(store):
+    store.sync('cn1', [acc('0000:3b:00.0')], state.INACTIVE)
+    store.set_state('cn1', '0000:3b:00.0', state.READY)
+    store.set_owned_traits('cn1', '0000:3b:00.0', ['CUSTOM_QAT'])
+    rows = store.sync('cn1', [acc('0000:3b:00.0', product='4942')],
+                      state.INACTIVE)
+    row = rows['0000:3b:00.0']
+    assert row.state == 'inactive'
+    assert row.reason.startswith('replaced: 8086:4942:')
+    # What we set on the provider is still known, so it can be removed.
+    assert row.owned_traits == ('CUSTOM_QAT',)
+
+
+def test_missing_and_found_again(store):
+    store.sync('cn1', accs('0000:3b:00.0'), state.READY)
+    store.mark_missing('cn1', '0000:3b:00.0')
+    assert store.devices('cn1')['0000:3b:00.0'].missing
+    rows = store.sync('cn1', accs('0000:3b:00.0'), state.INACTIVE)
+    assert not rows['0000:3b:00.0'].missing
+    assert rows['0000:3b:00.0'].state == 'ready'
+
+
+def test_older_store_gains_new_columns(tmp_path):
+    path = str(tmp_path / 'old.sqlite')
+    db = sqlite3.connect(path)
+    db.execute(state._SCHEMA)
+    db.execute("INSERT INTO devices (nodename, address, state, created_at, "
+               "updated_at) VALUES ('cn1', '0000:3b:00.0', 'ready', 0, 0)")
+    db.commit()
+    db.close()
+    store = state.StateStore(path)
+    row = store.devices('cn1')['0000:3b:00.0']
+    assert (row.state, row.identity, row.missing) == ('ready', '', False)
+    # A row without ids yet takes the ids of what is found, keeping state.
+    rows = store.sync('cn1', accs('0000:3b:00.0'), state.INACTIVE)
+    assert rows['0000:3b:00.0'].state == 'ready'
+    assert rows['0000:3b:00.0'].identity == '8086:4940:8086:0000'

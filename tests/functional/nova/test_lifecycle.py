@@ -52,10 +52,16 @@ class TestDeviceLifecycle(base.AcceleratorTestCase):
         self.assertNotIn(address, self.accelerator_providers('fpga1'))
         self.assertNotIn(address, self.store().devices('fpga1'))
 
-    def test_vanished_free_device_removed_at_once(self):
+    def test_vanished_free_device_fenced_then_removed(self):
+        uuid = self.accelerator_providers('fpga1')['0000:af:00.0']['uuid']
         self.remove_device('0000:af:00.0')
         self._run_periodics()
-        self.assertEqual(['0000:5e:00.0', '0000:d8:00.1'],
+        # First update without it: fenced, so nothing lands on it while
+        # the next update checks that nothing holds it.
+        inv = self._get_provider_inventory(uuid)['FPGA']
+        self.assertEqual(inv['total'], inv['reserved'])
+        self._run_periodics()
+        self.assertEqual(['0000:5e:00.0', '0000:d8:00.0'],
                          sorted(self.accelerator_providers('fpga1')))
 
     def store(self):
@@ -117,6 +123,34 @@ class TestDeviceLifecycle(base.AcceleratorTestCase):
         self.assertIn(pac, landed)
         self._create_server(flavor_id=old, networks='none',
                             expected_state='ERROR')
+
+
+class TestShrinkUnderAllocation(base.AcceleratorTestCase):
+
+    def test_vfs_disabled_while_allocated(self):
+        self.start_accelerator_compute('crypto1', 'crypto-nic-host')
+        qat = self.accelerator_providers('crypto1')['0000:70:00.0']['uuid']
+        flavor = self.flavor({'resources:CUSTOM_QAT': '2',
+                              'trait:CUSTOM_QAT_DC': 'required'})
+        server = self._create_server(flavor_id=flavor, networks='none')
+        self.assertIn(qat, self.server_allocations(server))
+        # The operator turns SR-IOV off under the running instance.
+        dev = os.path.join(self.trees['crypto1'], 'bus', 'pci', 'devices',
+                           '0000:70:00.0')
+        with open(os.path.join(dev, 'sriov_numvfs'), 'w') as f:
+            f.write('0\n')
+        self._run_periodics()
+        # What is held stays, fully reserved; the compute keeps working.
+        inv = self._get_provider_inventory(qat)['CUSTOM_QAT']
+        self.assertEqual((2, 2), (inv['total'], inv['reserved']))
+        plain = self._create_server(flavor_id=self.flavor({}, name='plain'),
+                                    networks='none')
+        self.assertEqual('ACTIVE', plain['status'])
+        self._create_server(flavor_id=flavor, networks='none',
+                            expected_state='ERROR')
+        self._delete_server(server)
+        self._run_periodics()
+        self.assertEqual({}, self._get_provider_inventory(qat))
 
 
 class TestInactiveUntilReady(base.AcceleratorTestCase):

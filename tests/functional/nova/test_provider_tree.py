@@ -9,6 +9,7 @@ from nova.compute import provider_tree
 from oslo_config import cfg
 import testtools
 
+from cyborg_drivers import base
 from cyborg_drivers import device
 from cyborg_drivers import discovery
 from cyborg_drivers.fake import hosttree
@@ -51,7 +52,7 @@ class TestUpdater(testtools.TestCase):
 
     def test_children_and_stable_uuids(self):
         self.updater.update(self.tree, NODE)
-        self.assertEqual(['0000:5e:00.0', '0000:af:00.0', '0000:d8:00.1'],
+        self.assertEqual(['0000:5e:00.0', '0000:af:00.0', '0000:d8:00.0'],
                          self.children())
         uuid = providers.provider_uuid(NODE, '0000:5e:00.0')
         data = self.tree.data(uuid)
@@ -79,9 +80,12 @@ class TestUpdater(testtools.TestCase):
                                '0000:af:00.0'))
         self.consumers[uuid] = None  # Placement unreachable
         self.updater.update(self.tree, NODE)
-        self.assertIn('0000:af:00.0', self.children())
+        # Fenced at once, without asking Placement.
         inv = self.tree.data(uuid).inventory['FPGA']
         self.assertEqual(inv['total'], inv['reserved'])
+        self.assertEqual([], self.lookups)
+        self.updater.update(self.tree, NODE)
+        self.assertIn('0000:af:00.0', self.children())
         self.assertEqual([uuid], self.lookups)
 
     def test_reshape_allocations_used_instead_of_placement(self):
@@ -92,10 +96,59 @@ class TestUpdater(testtools.TestCase):
         allocations = {'inst-1': {'allocations': {
             uuid: {'resources': {'FPGA': 1}}}}}
         self.updater.update(self.tree, NODE, allocations)
+        self.updater.update(self.tree, NODE, allocations)
         self.assertIn('0000:af:00.0', self.children())
         self.assertEqual([], self.lookups)
         self.updater.update(self.tree, NODE, {})
         self.assertNotIn('0000:af:00.0', self.children())
+
+    def gone(self, address):
+        os.unlink(os.path.join(self.root, 'bus', 'pci', 'devices', address))
+
+    def test_driver_error_removes_nothing(self):
+        self.updater.update(self.tree, NODE)
+        self.store.set_state(NODE, '0000:5e:00.0', state.READY)
+        before = self.children()
+        # A driver that cannot run this cycle finds nothing: that is not
+        # the hardware leaving.
+        self.updater.discoverer.drivers[0].discover = _raise
+        for _ in range(3):
+            self.updater.update(self.tree, NODE)
+        self.assertEqual(before, self.children())
+        self.assertEqual([], self.lookups)
+        self.assertEqual('ready',
+                         self.store.devices(NODE)['0000:5e:00.0'].state)
+
+    def test_unreadable_device_is_not_taken_for_gone(self):
+        self.updater.update(self.tree, NODE)
+        dev = os.path.realpath(os.path.join(
+            self.root, 'bus', 'pci', 'devices', '0000:af:00.0'))
+        os.unlink(os.path.join(dev, 'uevent'))
+        os.unlink(os.path.join(dev, 'vendor'))
+        for _ in range(3):
+            self.updater.update(self.tree, NODE)
+        self.assertIn('0000:af:00.0', self.children())
+        self.assertEqual([], self.lookups)
+
+    def test_slot_with_another_card_starts_inactive(self):
+        self.updater.auto_ready = False
+        self.updater.update(self.tree, NODE)
+        self.store.set_state(NODE, '0000:5e:00.0', state.READY)
+        self.updater.update(self.tree, NODE)
+        uuid = providers.provider_uuid(NODE, '0000:5e:00.0')
+        self.assertEqual(0, self.tree.data(uuid).inventory['FPGA'][
+            'reserved'])
+        dev = os.path.realpath(os.path.join(
+            self.root, 'bus', 'pci', 'devices', '0000:5e:00.0'))
+        with open(os.path.join(dev, 'uevent')) as f:
+            text = f.read()
+        with open(os.path.join(dev, 'uevent'), 'w') as f:
+            f.write(text.replace('PCI_SUBSYS_ID=8086:', 'PCI_SUBSYS_ID=1234:'))
+        self.updater.update(self.tree, NODE)
+        self.assertEqual(1, self.tree.data(uuid).inventory['FPGA'][
+            'reserved'])
+        self.assertEqual('inactive',
+                         self.store.devices(NODE)['0000:5e:00.0'].state)
 
     def test_providers_of_others_untouched(self):
         # A child Nova (or an operator) owns: not ours by name, kept.
@@ -107,6 +160,10 @@ class TestUpdater(testtools.TestCase):
         self.assertIn('cn1_0000:99:00.0', names)
         self.assertIn('cn2_accelerator_0000:5e:00.0', names)
         self.assertEqual([], self.lookups)
+
+
+def _raise(snapshot):
+    raise base.DriverError('cannot run this cycle')
 
 
 class TestReserved(testtools.TestCase):
@@ -124,3 +181,5 @@ class TestReserved(testtools.TestCase):
         self.assertEqual(4, providers.reserved(state.READY, broken, 4))
         self.assertEqual({}, providers.inventory(
             dataclasses.replace(acc, total=0), state.READY))
+        sick = dataclasses.replace(acc, problems=('QAT state is down',))
+        self.assertEqual(4, providers.reserved(state.READY, sick, 4))

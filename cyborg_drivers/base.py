@@ -91,18 +91,37 @@ class AcceleratorDriver(abc.ABC):
         """The functions this driver claims, less SR-IOV VFs.
 
         VFs are units of their PF's accelerator, never accelerators of
-        their own; a VF whose PF has vanished is reported as a problem.
+        their own. A claimed VF is reported as a problem when its PF has
+        vanished, or when this driver does not claim the PF (an operator
+        matcher naming the VF's ids, e.g. ``[cyborg_generic]
+        device_spec``): its VFs would otherwise be silently left out.
         """
         for function in snapshot:
             if not self.claims(function):
                 continue
             if snapshot.is_vf(function.address):
-                pf = snapshot.physfn(function.address)
-                if pf is None or not snapshot.exists(pf):
-                    snapshot.problem(function.address,
-                                     'VF whose PF %s is gone' % pf)
+                self._orphan_vf(snapshot, function)
                 continue
             yield function
+
+    def _orphan_vf(self, snapshot: sysfs.PciSnapshot,
+                   vf: sysfs.PciFunction) -> None:
+        """Record why a claimed VF is not a unit of a claimed PF, if so."""
+        address = vf.address
+        pf = snapshot.physfn(address)
+        if pf is None or not snapshot.exists(pf):
+            snapshot.problem(address, 'VF whose PF %s is gone' % pf)
+            return
+        parent = snapshot.lookup(pf)
+        if parent is None:
+            snapshot.problem(address, 'VF whose PF %s cannot be read' % pf)
+        elif not self.claims(parent):
+            snapshot.problem(
+                address, 'matches VF %s:%s of PF %s (%s:%s), which the %s '
+                'driver does not claim; name the PF\'s ids: VFs are reported '
+                'as units of their PF' % (
+                    vf.vendor_id, vf.product_id, pf, parent.vendor_id,
+                    parent.product_id, self.name))
 
     @staticmethod
     def vf_units(snapshot: sysfs.PciSnapshot, address: str

@@ -208,6 +208,16 @@ class PciSnapshot:
 
     # -- access ------------------------------------------------------------
 
+    @property
+    def is_full(self) -> bool:
+        """Whether the whole bus was listed, not only some functions.
+
+        A partial snapshot (``only=...``, an event's re-discovery) cannot
+        tell that something is absent from the host: drivers report what
+        they did not find only on full snapshots.
+        """
+        return self._names is not None
+
     def __iter__(self) -> Iterator[PciFunction]:
         return iter(self.functions.values())
 
@@ -216,6 +226,24 @@ class PciSnapshot:
 
     def get(self, address: str) -> PciFunction | None:
         return self.functions.get(address)
+
+    def lookup(self, address: str) -> PciFunction | None:
+        """The identity of ``address``, read now if the walk left it out.
+
+        A partial snapshot, or one whose walk skipped the function (a VF
+        taken as its PF's unit), does not have every function in
+        :attr:`functions`; this reads one on demand (and remembers it)
+        without adding it to the functions drivers iterate over. None if
+        it is not on the bus or cannot be read.
+        """
+        function = self.functions.get(address)
+        if function is not None:
+            return function
+        if not self.exists(address) or not device_model.is_pci_address(
+                address):
+            return None
+        return self._cached(address, 'function', lambda: self._read_function(
+            address, self.path(address)))
 
     def path(self, address: str, *parts: str) -> str:
         # Plain joins: this is on the hot path of every cycle.
@@ -325,9 +353,15 @@ class PciSnapshot:
 
 
 def vf_address(pf: str, offset: int, stride: int, index: int) -> str:
-    """The address of VF ``index`` (0-based) of the PF at ``pf``."""
-    domain, bus, devfn = pf[:4], int(pf[5:7], 16), int(pf[8:10], 16) << 3
-    rid = (bus << 8 | devfn | int(pf[11], 16)) + offset + index * stride
+    """The address of VF ``index`` (0-based) of the PF at ``pf``.
+
+    ``pf`` is a full address; its domain may be wider than four digits
+    (behind Intel VMD), so it is split, not sliced.
+    """
+    domain, bus, devfn = pf.split(':')
+    slot, func = devfn.split('.')
+    rid = ((int(bus, 16) << 8 | int(slot, 16) << 3 | int(func, 16))
+           + offset + index * stride)
     return '%s:%02x:%02x.%x' % (domain, rid >> 8 & 0xff, rid >> 3 & 0x1f,
                                 rid & 0x7)
 

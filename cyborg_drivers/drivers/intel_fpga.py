@@ -74,6 +74,53 @@ class IntelFpgaDriver(base.AcceleratorDriver):
             setup_required=not regions,
             problems=problems)
 
+    def health(self, accelerator: device_model.Accelerator,
+               snapshot: sysfs.PciSnapshot) -> list[str]:
+        """A port (the PF's, or a VF's with SR-IOV on) with errors set.
+
+        Both drivers expose a port's error bits as hex in
+        ``<port>/errors/errors``; anything but zero means the AFU or the
+        port hit an error and the card needs attention (the kernel keeps
+        the bits until they are cleared through ``errors/clear``).
+        """
+        reasons = []
+        for address in accelerator.addresses:
+            for parts in _ports(snapshot, address):
+                path = '/'.join(parts + ('errors', 'errors'))
+                value = snapshot.attr(address, *parts, 'errors', 'errors')
+                if value is None:
+                    # Drivers without error reporting: nothing to tell.
+                    continue
+                try:
+                    errors = int(value, 16)
+                except ValueError:
+                    reasons.append('FPGA port errors of %s unreadable: %s '
+                                   'is %r, not a hex number'
+                                   % (address, path, value))
+                    continue
+                if errors:
+                    reasons.append('FPGA port of %s reports errors %#x (%s);'
+                                   ' clear them once the cause is fixed'
+                                   % (address, errors, path))
+        return reasons
+
+
+def _ports(snapshot: sysfs.PciSnapshot, address: str
+           ) -> list[tuple[str, ...]]:
+    """Paths (below the function) of the FPGA ports of ``address``."""
+    ports = []
+    for dev in snapshot.listdir(address, 'fpga'):
+        if dev.startswith('intel-fpga-dev.'):
+            ports += [('fpga', dev, child)
+                      for child in snapshot.listdir(address, 'fpga', dev)
+                      if child.startswith('intel-fpga-port.')]
+    for region in snapshot.listdir(address, 'fpga_region'):
+        ports += [('fpga_region', region, child)
+                  for child in snapshot.listdir(address, 'fpga_region',
+                                                region)
+                  if child.startswith('dfl-port.')]
+    return ports
+
 
 def _is_pac(function: sysfs.PciFunction) -> bool:
     return function.vendor == VENDOR_INTEL and function.device in PRODUCTS

@@ -63,9 +63,15 @@ class IntelQatDriver(base.AcceleratorDriver):
 
     def health(self, accelerator: device_model.Accelerator,
                snapshot: sysfs.PciSnapshot) -> list[str]:
+        """``qat/state`` other than ``up``: the device is stopped or failed.
+
+        Kernels before 6.5 have no ``qat/state``; nothing is reported then.
+        """
         state = snapshot.attr(accelerator.address, 'qat', 'state')
         if state is not None and state != 'up':
-            return ['QAT device state is %r' % state]
+            return ['QAT device %s is %r, not up (qat/state): stopped or '
+                    'failed; its VFs cannot be used until it is up again'
+                    % (accelerator.address, state)]
         return []
 
 

@@ -96,6 +96,10 @@ ask for e.g. ``trait:CUSTOM_IPSEC=required``. ``<device>`` as in
                 sriov=sriov,
                 capabilities=(('physical_network', physnet),),
                 setup_required=not vfs))
+        if not snapshot.is_full:
+            # Only some functions were read (an event's re-discovery): the
+            # configured PFs outside them are not missing.
+            return found
         for device, _ in physnets:
             if device not in seen:
                 snapshot.problem(device, 'named in [%s] '

@@ -25,7 +25,9 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
       ``CUSTOM_NVIDIA_<PID>_<TYPE NAME>`` (e.g. ``CUSTOM_NVIDIA_1EB8_T4_2B``);
     - SR-IOV enabled and no type enabled: ``VGPU`` whose units are the VFs
       (on SR-IOV GPUs each VF carries one vGPU), traits
-      ``CUSTOM_NVIDIA_<PID>`` and ``CUSTOM_VF``.
+      ``CUSTOM_NVIDIA_<PID>`` and ``CUSTOM_VF``, with ``setup_required``
+      and a problem: a VF without a vGPU type cannot be used by a guest,
+      so the units are held back until a type is enabled.
     """
 
     name = 'nvidia_gpu'
@@ -41,7 +43,9 @@ A GPU that offers one of these types in ``mdev_supported_types`` is
 reported as ``VGPU`` with as many units as it can create instances of
 that type; when a GPU offers several, the first listed here wins. GPUs
 offering none of them are reported as whole ``PGPU`` devices. The default,
-empty, reports every GPU whole.
+empty, reports every GPU whole, except GPUs with SR-IOV VFs enabled: their
+VFs are reported as ``VGPU`` units but held back (``setup_required``)
+until one of the types their VFs offer is listed here.
 
 Related options:
 
@@ -92,6 +96,10 @@ Related options:
                 mdev_types=tuple(m for _, m in chosen),
                 capabilities=(('vgpu_type', mdev.type_id),))
         if vfs:
+            # A VF is only usable once a vGPU type is created on it: until
+            # a type is enabled the VFs are reported but held back.
+            types = (sorted(offered) if parents == vfs else
+                     [m.type_id for m in _mdev_types(snapshot, vfs[0])])
             return self.accelerator(
                 snapshot, function,
                 device_type='GPU',
@@ -99,7 +107,9 @@ Related options:
                 traits=(names.custom('NVIDIA', pid), names.TRAIT_VF),
                 total=len(vfs),
                 units=vfs,
-                sriov=sriov)
+                sriov=sriov,
+                setup_required=True,
+                problems=(_no_type_problem(self.group_name(), types),))
         return self.accelerator(
             snapshot, function,
             device_type='GPU',
@@ -112,6 +122,14 @@ Related options:
             # could enable.
             mdev_types=tuple(m for chosen in offered.values()
                              for _, m in chosen))
+
+
+def _no_type_problem(group: str, offered: list[str]) -> str:
+    text = ('SR-IOV VFs without a vGPU type: a VF is unusable until a type '
+            'is enabled in [%s] enabled_vgpu_types' % group)
+    if offered:
+        text += ' (its VFs offer %s)' % ', '.join(offered)
+    return text
 
 
 def _is_gpu(function: sysfs.PciFunction) -> bool:

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from cyborg_drivers import base
 from cyborg_drivers import device as device_model
 from cyborg_drivers import names
 from cyborg_drivers import sysfs
 
 VENDOR_XILINX = 0x10ee
-# Processing accelerators; some shells identify as a memory controller.
-ALVEO_SUBCLASSES = (0x1200, 0x0580)
+# Management function device id -> card. The user function's id is the
+# management function's + 1. Other Xilinx functions (XDMA example
+# designs, other boards' shells) are claimed only when bound to XRT's
+# drivers, which know them.
+MGMT_PRODUCTS = {
+    0x5000: 'U200',
+    0x5004: 'U250',
+    0x500c: 'U280',
+    0x5020: 'U50',
+    0x505c: 'U55C',
+}
+USER_PRODUCTS = {pid + 1: card for pid, card in MGMT_PRODUCTS.items()}
 MGMT_DRIVER = 'xclmgmt'
+USER_DRIVER = 'xocl'
+MGMT, USER = 'management', 'user'
 
 
 class XilinxFpgaDriver(base.AcceleratorDriver):
@@ -18,10 +32,19 @@ class XilinxFpgaDriver(base.AcceleratorDriver):
 
     An Alveo exposes a management function (``xclmgmt``, even device id,
     function 0) and a user function (``xocl``, the next device id) in one
-    slot. They are one card: the user function is what a guest gets, the
-    management function is what is programmed. Traits:
-    ``CUSTOM_FPGA_XILINX`` and ``CUSTOM_FPGA_PRODUCT_ID_<user pid>``
-    (upstream Cyborg's), plus ``CUSTOM_FPGA_REGION_XILINX_<interface
+    slot. They are one card, keyed by the management function's address,
+    which does not change whichever functions are visible. The user
+    function is the unit, what a guest gets; the management function is
+    what is programmed and is never a unit. With no user function visible
+    the card has no units (``setup_required``).
+
+    Claimed: functions with a known Alveo management or user device id
+    (U200, U250, U280, U50, U55C), whatever driver they are bound to (a
+    user function assigned to a guest is bound to ``vfio-pci``), and any
+    Xilinx function bound to ``xclmgmt`` or ``xocl``.
+
+    Traits: ``CUSTOM_FPGA_XILINX`` and ``CUSTOM_FPGA_PRODUCT_ID_<user
+    pid>`` (upstream Cyborg's), plus ``CUSTOM_FPGA_REGION_XILINX_<interface
     uuid>`` and ``CUSTOM_FPGA_FUNCTION_ID_XILINX_<logic uuid>`` read from
     the management function's ``interface_uuids`` / ``logic_uuids``.
     """
@@ -30,7 +53,7 @@ class XilinxFpgaDriver(base.AcceleratorDriver):
     description = 'AMD/Xilinx Alveo FPGAs (10ee), mgmt + user function'
 
     def claims(self, function: sysfs.PciFunction) -> bool:
-        return _is_alveo(function)
+        return _role(function) is not None
 
     def discover(self, snapshot: sysfs.PciSnapshot
                  ) -> list[device_model.Accelerator]:
@@ -38,20 +61,41 @@ class XilinxFpgaDriver(base.AcceleratorDriver):
         for function in self.physical_functions(snapshot):
             slot = function.address.rpartition('.')[0]
             slots.setdefault(slot, []).append(function)
-        return [self._card(snapshot, functions)
-                for _, functions in sorted(slots.items())]
+        return [self._card(snapshot, slot, functions)
+                for slot, functions in sorted(slots.items())]
 
-    def _card(self, snapshot: sysfs.PciSnapshot,
+    def _card(self, snapshot: sysfs.PciSnapshot, slot: str,
               functions: list[sysfs.PciFunction]
               ) -> device_model.Accelerator:
         functions.sort(key=lambda f: f.address)
-        mgmt = next((f for f in functions if f.driver == MGMT_DRIVER),
-                    functions[0])
-        user = next((f for f in functions if f is not mgmt), mgmt)
-        interface = _uuids(snapshot, mgmt.address, 'interface_uuids')
-        logic = _uuids(snapshot, mgmt.address, 'logic_uuids')
+        users = [f for f in functions if _role(f) == USER]
+        mgmts = [f for f in functions if _role(f) == MGMT]
+        mgmt = next((f for f in mgmts if f.driver == MGMT_DRIVER),
+                    mgmts[0] if mgmts else None)
+        problems = []
+        if mgmt is not None:
+            address = mgmt.address
+            user_pid = (users[0].product_id if users
+                        else '%04x' % (mgmt.device + 1))
+            interface = _uuids(snapshot, address, 'interface_uuids')
+            logic = _uuids(snapshot, address, 'logic_uuids')
+        else:
+            # The management function is function 0 of the slot: the card
+            # keeps its address while that function is away.
+            address = slot + '.0'
+            user_pid = users[0].product_id
+            interface = logic = []
+            problems.append('management function %sis not visible: the '
+                            'card cannot be managed or programmed'
+                            % ('' if address == users[0].address
+                               else address + ' '))
+        if not users:
+            problems.append('no user function visible, only the management '
+                            'function %s, which is never handed to a '
+                            'guest; is the user function (xocl) hidden or '
+                            'removed?' % address)
         traits = [names.TRAIT_FPGA_XILINX,
-                  names.custom('FPGA_PRODUCT_ID', user.product_id.upper())]
+                  names.custom('FPGA_PRODUCT_ID', user_pid.upper())]
         traits += [names.custom('FPGA_REGION_XILINX', names.hex_id(i))
                    for i in interface[:1]]
         traits += [names.custom('FPGA_FUNCTION_ID_XILINX', names.hex_id(i))
@@ -59,25 +103,45 @@ class XilinxFpgaDriver(base.AcceleratorDriver):
         region = device_model.FpgaRegion(
             name='0', interface_id=interface[0] if interface else None,
             function_id=logic[0] if logic else None, layout='xrt')
-        problems = ()
-        if user is mgmt:
-            problems = ('only one function of the card is visible',)
-        return self.accelerator(
-            snapshot, user,
+        accelerator = self.accelerator(
+            snapshot, mgmt or users[0],
             device_type='FPGA',
             resource_class=names.RC_FPGA,
             traits=tuple(traits),
-            total=1,
+            # One card, one unit: every user function goes to the guest
+            # that gets the card.
+            total=1 if users else 0,
             functions=tuple(f.address for f in functions),
-            units=(user.address,),
+            units=tuple(f.address for f in users),
             fpga_regions=(region,),
-            capabilities=(('management_function', mgmt.address),),
-            problems=problems)
+            capabilities=(('management_function', address),),
+            setup_required=not users,
+            problems=tuple(problems))
+        if mgmt is None and address != users[0].address:
+            # Keyed by the absent management function: its identity, not
+            # the user function's, so the card stays the same card.
+            user_id = users[0].device
+            accelerator = dataclasses.replace(
+                accelerator, address=address,
+                product_id='%04x' % (user_id - 1 if user_id in USER_PRODUCTS
+                                     else user_id),
+                iommu_group=None, kernel_driver=None)
+        return accelerator
 
 
-def _is_alveo(function: sysfs.PciFunction) -> bool:
-    return (function.vendor == VENDOR_XILINX
-            and function.subclass in ALVEO_SUBCLASSES)
+def _role(function: sysfs.PciFunction) -> str | None:
+    """Which function of an Alveo card ``function`` is, None if none."""
+    if function.vendor != VENDOR_XILINX:
+        return None
+    if function.driver == MGMT_DRIVER:
+        return MGMT
+    if function.driver == USER_DRIVER:
+        return USER
+    if function.device in MGMT_PRODUCTS:
+        return MGMT
+    if function.device in USER_PRODUCTS:
+        return USER
+    return None
 
 
 def _uuids(snapshot: sysfs.PciSnapshot, address: str,

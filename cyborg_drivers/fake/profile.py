@@ -33,8 +33,10 @@ PROFILE_NAMES = ('gpu-host', 'fpga-host', 'crypto-nic-host', 'mixed-host')
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                            'profiles')
 
+# Four to eight domain digits: Intel VMD puts its devices in domains from
+# 10000 on.
 _ADDRESS_RE = re.compile(
-    r'^([0-9a-f]{4}):([0-9a-f]{2}):([0-1][0-9a-f])\.([0-7])$')
+    r'^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-1][0-9a-f])\.([0-7])$')
 # Driver, mdev type and interface names end up as file names in the tree.
 _NAME_RE = re.compile(r'^[A-Za-z0-9_.:+-]+$')
 _IFNAME_RE = re.compile(r'^[A-Za-z0-9_.-]{1,15}$')
@@ -238,7 +240,8 @@ def _address(value: Any, where: str) -> str:
         parse_address(value)
     except ValueError:
         raise ProfileError('%s: address %r is not domain:bus:slot.func '
-                           '(lowercase hex, slot <= 1f, func <= 7)'
+                           '(lowercase hex, 4 to 8 domain digits, slot <= '
+                           '1f, func <= 7)'
                            % (where, value))
     return value
 

@@ -38,6 +38,13 @@ CREATE TABLE IF NOT EXISTS devices (
     PRIMARY KEY (nodename, address)
 )
 """
+_DRIVERS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS drivers (
+    name TEXT PRIMARY KEY,
+    enabled INTEGER NOT NULL,
+    updated_at REAL NOT NULL
+)
+"""
 # Columns added after the first schema, with their definitions; added to
 # an older store when it is opened.
 _COLUMNS_ADDED = (
@@ -91,6 +98,7 @@ class StateStore:
         with self._connect() as db:
             db.execute('PRAGMA journal_mode=WAL')
             db.execute(_SCHEMA)
+            db.execute(_DRIVERS_SCHEMA)
             have = {row[1] for row in db.execute(
                 'PRAGMA table_info(devices)')}
             for name, definition in _COLUMNS_ADDED:
@@ -217,6 +225,23 @@ class StateStore:
                 'WHERE nodename = ? AND address = ?',
                 (json.dumps(sorted(traits)), time.time(), nodename,
                  address))
+
+    def driver_choices(self) -> dict[str, bool]:
+        """Drivers installed (True) or uninstalled (False) on this host.
+
+        These override ``[cyborg_nova] enabled_drivers``: the operator's
+        install-driver / uninstall-driver commands record them here, so
+        nova.conf is never edited.
+        """
+        with self._connect() as db:
+            return {name: bool(enabled) for name, enabled in db.execute(
+                'SELECT name, enabled FROM drivers')}
+
+    def set_driver(self, name: str, enabled: bool) -> None:
+        with self._transaction() as db:
+            db.execute('INSERT OR REPLACE INTO drivers (name, enabled, '
+                       'updated_at) VALUES (?, ?, ?)',
+                       (name, int(enabled), time.time()))
 
     def forget(self, nodename: str, address: str) -> None:
         """Drop a device whose provider has been removed."""

@@ -25,6 +25,7 @@ from oslo_config import cfg
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
 from cyborg_nova import conf as cn_conf
+from cyborg_nova import lifecycle
 from cyborg_nova import providers
 from cyborg_nova import state
 
@@ -50,10 +51,15 @@ def main(argv=None) -> int:
                                                      args.token))
     client = report.SchedulerReportClient(adapter=adapter.Adapter(
         sess, service_type='placement', default_microversion='1.39'))
+    conf.set_override('enabled_drivers', args.drivers.split(','),
+                      group='cyborg_nova')
+    store = state.StateStore(args.state_path)
+    # As nova-compute: the configured drivers, with the host's
+    # install-driver / uninstall-driver choices applied.
+    names = lifecycle.effective_names(conf, store)
     updater = providers.ProviderTreeUpdater(
-        discovery.Discoverer(loader.load(conf, args.drivers.split(',')),
-                             args.sysfs_root),
-        state.StateStore(args.state_path),
+        discovery.Discoverer(loader.load(conf, names), args.sysfs_root),
+        store,
         lambda rp: client.get_allocations_for_resource_provider(
             ctx, rp).allocations,
         auto_ready=True)

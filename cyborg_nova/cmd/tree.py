@@ -5,6 +5,7 @@ from __future__ import annotations
 from cliff import lister
 
 from cyborg_nova.cmd import columns
+from cyborg_nova.cmd import hostargs
 from cyborg_nova import placement
 
 
@@ -28,10 +29,7 @@ class Tree(lister.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        conf = self.app.conf
-        placement.register_opts(conf)
-        client = (placement.from_conf(conf)
-                  or placement.from_args(parsed_args))
+        client = hostargs.placement_client(self.app, parsed_args)
         providers = placement.provider_tree(client, parsed_args.host)
         rows = []
         for rp in providers:

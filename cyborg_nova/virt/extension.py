@@ -18,6 +18,7 @@ from nova.scheduler.client import report
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
 from cyborg_nova import conf as cn_conf
+from cyborg_nova import lifecycle
 from cyborg_nova import providers
 from cyborg_nova import state as state_store
 
@@ -33,19 +34,27 @@ class AcceleratorProviderMixin:
         cn_conf.register_opts(CONF)
         self._accelerator_updater: providers.ProviderTreeUpdater | None = (
             None)
+        self._accelerator_store: state_store.StateStore | None = None
+        self._driver_names: list[str] = []
 
     def _updater(self) -> providers.ProviderTreeUpdater:
-        if self._accelerator_updater is None:
-            opts = CONF.cyborg_nova
-            drivers = loader.load(CONF, opts.enabled_drivers)
+        opts = CONF.cyborg_nova
+        if self._accelerator_store is None:
+            self._accelerator_store = state_store.StateStore(
+                opts.state_path)
+        # Drivers installed or uninstalled on the host since the last
+        # update take effect now, without a restart.
+        names = lifecycle.effective_names(CONF, self._accelerator_store)
+        if self._accelerator_updater is None or names != self._driver_names:
+            drivers = loader.load(CONF, names)
             LOG.info('cyborg-nova: accelerator drivers %s over %s, state '
-                     'in %s', ', '.join(d.name for d in drivers),
-                     opts.sysfs_root, opts.state_path)
+                     'in %s', ', '.join(names) or 'none', opts.sysfs_root,
+                     opts.state_path)
             self._accelerator_updater = providers.ProviderTreeUpdater(
                 discovery.Discoverer(drivers, opts.sysfs_root),
-                state_store.StateStore(opts.state_path),
-                _placement_allocations,
+                self._accelerator_store, _placement_allocations,
                 auto_ready=opts.auto_ready)
+            self._driver_names = names
         return self._accelerator_updater
 
     def update_provider_tree(self, provider_tree, nodename,

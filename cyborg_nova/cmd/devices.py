@@ -1,0 +1,112 @@
+"""``device-list``, ``device-set-state`` and ``service-list``."""
+
+from cliff import command
+from cliff import lister
+
+from cyborg_drivers import discovery
+from cyborg_drivers import loader
+from cyborg_nova.cmd import columns
+from cyborg_nova.cmd import hostargs
+from cyborg_nova import lifecycle
+from cyborg_nova import providers
+from cyborg_nova import state as state_store
+
+
+def _found(conf, store):
+    drivers = loader.load(conf, lifecycle.effective_names(conf, store))
+    return discovery.Discoverer(
+        drivers, conf.cyborg_nova.sysfs_root).discover().by_address()
+
+
+class DeviceList(lister.Lister):
+    """List this host's accelerators with their lifecycle state.
+
+    State comes from the host's state store (shared with nova-compute);
+    "present" says whether discovery finds the device now; "reserved"
+    whether its provider is held back from scheduling, as nova-compute
+    computes it.
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        hostargs.add_nodename(parser)
+        return parser
+
+    def take_action(self, parsed_args):
+        conf = self.app.conf
+        store = hostargs.store(conf)
+        found = _found(conf, store)
+        rows = []
+        nodename = parsed_args.nodename
+        for address, row in sorted(store.devices(nodename).items()):
+            accelerator = found.get(address)
+            rows.append((
+                address, row.driver, row.state, row.reason or '',
+                accelerator is not None,
+                bool(providers.reserved(row.state, accelerator, 1)),
+                columns.ListColumn(accelerator.problems
+                                   if accelerator else []),
+                providers.provider_uuid(nodename, address)))
+        return (('address', 'driver', 'state', 'reason', 'present',
+                 'reserved', 'problems', 'provider_uuid'), rows)
+
+
+class DeviceSetState(command.Command):
+    """Set an accelerator's lifecycle state (e.g. mark it ready).
+
+    States: inactive, ready, unhealthy, held, programming, failed. Only a
+    ready device is offered to the scheduler; nova-compute applies the
+    change at its next update.
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('address', help='PCI address of the device')
+        parser.add_argument('state', choices=state_store.STATES)
+        parser.add_argument('--reason', help='free text, shown by '
+                                             'device-list')
+        hostargs.add_nodename(parser)
+        return parser
+
+    def take_action(self, parsed_args):
+        store = hostargs.store(self.app.conf)
+        try:
+            store.set_state(parsed_args.nodename, parsed_args.address,
+                            parsed_args.state, parsed_args.reason)
+        except KeyError:
+            raise lifecycle.LifecycleError(
+                'no device %s on %s; see "cyborg-nova device-list"'
+                % (parsed_args.address, parsed_args.nodename))
+        self.app.stdout.write('%s is now %s\n' % (parsed_args.address,
+                                                  parsed_args.state))
+
+
+class ServiceList(lister.Lister):
+    """List the services each accelerator backend offers.
+
+    What a tenant can ask for from each device: QAT services (sym, asym,
+    dc...), an FPGA's loaded function, a NIC's physical network, a GPU's
+    vGPU type; with the traits that request them.
+    """
+
+    def take_action(self, parsed_args):
+        conf = self.app.conf
+        rows = []
+        for address, acc in sorted(_found(conf,
+                                          hostargs.store(conf)).items()):
+            caps = dict(acc.capabilities)
+            services = []
+            if 'services' in caps:
+                services += caps['services'].lower().split(';')
+            if 'physical_network' in caps:
+                services.append('network %s' % caps['physical_network'])
+            if 'vgpu_type' in caps:
+                services.append('vGPU %s' % caps['vgpu_type'])
+            services += ['function %s' % r.function_id
+                         for r in acc.fpga_regions if r.function_id]
+            if not services:
+                services.append('whole device (%s)' % acc.resource_class)
+            rows.append((address, acc.driver,
+                         columns.ListColumn(services),
+                         columns.ListColumn(acc.traits)))
+        return ('address', 'driver', 'services', 'traits'), rows

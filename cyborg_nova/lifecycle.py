@@ -1,0 +1,133 @@
+"""Driver lifecycle on a host: which drivers run, install and uninstall.
+
+The generic-driver spec's ``install-driver`` / ``uninstall-driver``: the
+operator's choice is recorded in the host's state store (nova.conf is
+never edited) and overrides ``[cyborg_nova] enabled_drivers``; nova-compute
+and the agent pick it up at their next discovery.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from oslo_config import cfg
+
+from cyborg_drivers import base
+from cyborg_drivers import discovery
+from cyborg_drivers import loader
+from cyborg_nova import providers
+from cyborg_nova import state as state_store
+
+LOG = logging.getLogger(__name__)
+
+
+class LifecycleError(Exception):
+    """An operation was refused; the message says why and what to do."""
+
+
+def effective_names(conf: cfg.ConfigOpts,
+                    store: state_store.StateStore) -> list[str]:
+    """``[cyborg_nova] enabled_drivers`` with the host's installs applied.
+
+    Configured order first (it decides which driver wins a device two
+    claim), then drivers installed on the host, by name.
+    """
+    choices = store.driver_choices()
+    names = [n for n in conf.cyborg_nova.enabled_drivers
+             if choices.get(n, True)]
+    names += sorted(n for n, on in choices.items()
+                    if on and n not in names)
+    return names
+
+
+def discover_with(conf: cfg.ConfigOpts, name: str
+                  ) -> tuple[base.AcceleratorDriver, list]:
+    """One driver and what it finds now."""
+    (driver,) = loader.load(conf, [name])
+    result = discovery.Discoverer(
+        [driver], conf.cyborg_nova.sysfs_root).discover()
+    if name in result.driver_errors:
+        raise LifecycleError('driver %s cannot run: %s'
+                             % (name, result.driver_errors[name]))
+    return driver, list(result.accelerators)
+
+
+def install(conf: cfg.ConfigOpts, store: state_store.StateStore,
+            nodename: str, name: str) -> list[str]:
+    """Enable driver ``name``, set its devices up and mark them ready.
+
+    :returns: one line per device saying what was done.
+    :raises LifecycleError: unknown driver, or a setup step failed (the
+        driver stays as it was).
+    """
+    try:
+        driver, found = discover_with(conf, name)
+    except base.DriverError as exc:
+        raise LifecycleError(str(exc))
+    done = []
+    for accelerator in found:
+        try:
+            driver.setup(accelerator)
+            note = 'set up'
+        except base.NotSupported:
+            note = 'nothing to set up'
+        except base.DriverError as exc:
+            raise LifecycleError('setting up %s failed: %s; driver %s not '
+                                 'installed' % (accelerator.address, exc,
+                                                name))
+        done.append('%s: %s' % (accelerator.address, note))
+    store.set_driver(name, True)
+    store.sync(nodename, found, state_store.INACTIVE)
+    for accelerator in found:
+        store.set_state(nodename, accelerator.address, state_store.READY,
+                        'installed with driver %s' % name)
+    LOG.info('Driver %s installed on %s: %d device(s) ready', name,
+             nodename, len(found))
+    return done
+
+
+def uninstall(conf: cfg.ConfigOpts, store: state_store.StateStore,
+              nodename: str, name: str, allocations_for) -> list[str]:
+    """Disable driver ``name`` unless an instance holds one of its devices.
+
+    Its devices are held (fully reserved at Nova's next update), torn down,
+    and their providers removed by Nova's following updates.
+
+    :param allocations_for: ``rp_uuid -> {consumer: {...}} | None`` (None:
+        Placement cannot say, which refuses the uninstall).
+    :raises LifecycleError: a device is in use (the message names the
+        consumers, i.e. instances) or Placement cannot tell.
+    """
+    try:
+        driver, found = discover_with(conf, name)
+    except base.DriverError as exc:
+        raise LifecycleError(str(exc))
+    for accelerator in found:
+        uuid = providers.provider_uuid(nodename, accelerator.address)
+        consumers = allocations_for(uuid)
+        if consumers is None:
+            raise LifecycleError(
+                'cannot read the allocations of %s (provider %s) from '
+                'Placement; nothing was changed' % (accelerator.address,
+                                                    uuid))
+        if consumers:
+            raise LifecycleError(
+                'driver %s is in use: %s is allocated to instance(s) %s; '
+                'nothing was changed' % (name, accelerator.address,
+                                         ', '.join(sorted(consumers))))
+    done = []
+    store.sync(nodename, found, state_store.INACTIVE)
+    for accelerator in found:
+        store.set_state(nodename, accelerator.address, state_store.HELD,
+                        'driver %s uninstalled' % name)
+        try:
+            driver.teardown(accelerator)
+            note = 'held, torn down'
+        except base.NotSupported:
+            note = 'held'
+        except base.DriverError as exc:
+            note = 'held; teardown failed: %s' % exc
+        done.append('%s: %s' % (accelerator.address, note))
+    store.set_driver(name, False)
+    LOG.info('Driver %s uninstalled on %s', name, nodename)
+    return done

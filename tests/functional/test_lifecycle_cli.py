@@ -1,0 +1,143 @@
+"""Driver lifecycle and device state commands against a real Placement."""
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from cyborg_drivers.fake import hosttree
+from tests.functional import placement_fixture
+
+BIN = os.path.dirname(sys.executable)
+NODE = 'cn-life'
+PAC = '0000:5e:00.0'
+
+
+@pytest.fixture
+def host(tmp_path):
+    server = placement_fixture.PlacementServer()
+    server.setUp()
+    root = str(tmp_path / 'sys')
+    hosttree.build_tree(hosttree.profile_path('fpga-host'), root)
+    state = str(tmp_path / 'state.sqlite')
+    conf = tmp_path / 'nova.conf'
+    conf.write_text('[cyborg_nova]\nsysfs_root = %s\nstate_path = %s\n'
+                    'enabled_drivers = intel_fpga,xilinx_fpga\n'
+                    % (root, state))
+
+    class Host:
+        endpoint = server.endpoint
+
+        def report(self):
+            proc = subprocess.run(
+                [sys.executable, '-W', 'ignore',
+                 os.path.join(placement_fixture.TOOLS, 'report_host.py'),
+                 '--placement', server.endpoint, '--nodename', NODE,
+                 '--sysfs-root', root, '--state-path', state,
+                 '--drivers', 'intel_fpga,xilinx_fpga'],
+                capture_output=True, text=True, timeout=120)
+            assert proc.returncode == 0, proc.stderr
+
+        def cli(self, *args):
+            env = {k: v for k, v in os.environ.items()
+                   if not k.startswith('OS_')}
+            env.update(server.env())
+            proc = subprocess.run(
+                [os.path.join(BIN, 'cyborg-nova'), '--config-file',
+                 str(conf)] + list(args), capture_output=True, text=True,
+                env=env, timeout=60)
+            return proc.returncode, proc.stdout, proc.stderr
+
+        def placement(self, method, path, body=None):
+            import urllib.request
+            req = urllib.request.Request(
+                server.endpoint + path, method=method,
+                data=json.dumps(body).encode() if body else None,
+                headers={'X-Auth-Token': 'admin',
+                         'OpenStack-API-Version': 'placement 1.39',
+                         'Content-Type': 'application/json'})
+            with urllib.request.urlopen(req) as resp:
+                text = resp.read()
+                return json.loads(text) if text else None
+
+        def providers(self):
+            return {rp['name']: rp for rp in self.placement(
+                'GET', '/resource_providers')['resource_providers']}
+    yield Host()
+    server.cleanUp()
+
+
+def test_device_state_and_driver_lifecycle(host):
+    host.report()
+    rc, out, err = host.cli('device-list', '--nodename', NODE, '-f', 'json')
+    assert rc == 0, err
+    rows = {r['address']: r for r in json.loads(out)}
+    assert set(rows) == {'0000:5e:00.0', '0000:af:00.0', '0000:d8:00.0'}
+    assert {r['state'] for r in rows.values()} == {'ready'}
+    assert rows[PAC]['present'] is True
+
+    # The operator holds one device: its provider is fully reserved.
+    rc, out, err = host.cli('device-set-state', PAC, 'held', '--reason',
+                            'maintenance', '--nodename', NODE)
+    assert rc == 0, err
+    host.report()
+    pac = host.providers()['%s_accelerator_%s' % (NODE, PAC)]
+    inv = host.placement('GET', '/resource_providers/%s/inventories'
+                         % pac['uuid'])['inventories']['FPGA']
+    assert inv['reserved'] == inv['total'] == 1
+    rc, _, err = host.cli('device-set-state', PAC, 'ready',
+                          '--nodename', NODE)
+    assert rc == 0, err
+    host.report()
+
+    # In use: uninstall refused, naming the instance; nothing changed.
+    consumer = str(uuid.uuid4())
+    host.placement('PUT', '/allocations/%s' % consumer, {
+        'allocations': {pac['uuid']: {'resources': {'FPGA': 1}}},
+        'project_id': str(uuid.uuid4()), 'user_id': str(uuid.uuid4()),
+        'consumer_generation': None, 'consumer_type': 'INSTANCE'})
+    rc, out, err = host.cli('uninstall-driver', 'intel_fpga',
+                            '--nodename', NODE)
+    assert rc == 1
+    assert 'Traceback' not in err
+    assert consumer in err and 'is in use' in err
+    rc, out, _ = host.cli('device-list', '--nodename', NODE, '-f', 'json')
+    assert {r['state'] for r in json.loads(out)} == {'ready'}
+
+    # Free: uninstalled; two updates later no provider of it is left.
+    host.placement('DELETE', '/allocations/%s' % consumer)
+    rc, out, err = host.cli('uninstall-driver', 'intel_fpga',
+                            '--nodename', NODE)
+    assert rc == 0, err
+    assert 'driver intel_fpga uninstalled' in out
+    host.report()
+    host.report()
+    names = set(host.providers())
+    assert names == {NODE, '%s_accelerator_0000:d8:00.0' % NODE}
+
+    # Installed again: ready at once, reported again.
+    rc, out, err = host.cli('install-driver', 'intel_fpga',
+                            '--nodename', NODE)
+    assert rc == 0, err
+    assert 'driver intel_fpga installed: 2 device(s) ready' in out
+    host.report()
+    assert '%s_accelerator_%s' % (NODE, PAC) in host.providers()
+
+
+def test_service_list_and_bad_input(host):
+    rc, out, err = host.cli('service-list', '-f', 'json')
+    assert rc == 0, err
+    rows = {r['address']: r for r in json.loads(out)}
+    assert rows[PAC]['services'] == [
+        'function d8424dc4a4a3c413f89e433683f9040b']
+    rc, _, err = host.cli('device-set-state', '0000:99:00.0', 'ready',
+                          '--nodename', NODE)
+    assert rc == 1 and 'no device 0000:99:00.0' in err
+    rc, _, err = host.cli('device-set-state', PAC, 'sleepy')
+    assert rc == 2 and 'invalid choice' in err
+    rc, _, err = host.cli('install-driver', 'warp_drive')
+    assert rc == 1 and "unknown driver 'warp_drive'" in err
+    assert 'Traceback' not in err

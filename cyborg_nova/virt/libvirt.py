@@ -3,8 +3,10 @@
 from nova.virt.libvirt import driver
 
 from cyborg_nova.virt import extension
+from cyborg_nova.virt import guest
 
 
-class LibvirtDriver(extension.AcceleratorProviderMixin,
+class LibvirtDriver(guest.GuestAcceleratorsMixin,
+                    extension.AcceleratorProviderMixin,
                     driver.LibvirtDriver):
     """``compute_driver = cyborg_nova.LibvirtDriver``."""

@@ -1,0 +1,97 @@
+"""Accelerator units in the guest's libvirt XML, from the allocations.
+
+The real LibvirtDriver on Nova's fakelibvirt: every XML Nova defines is
+captured and its <hostdev> elements compared with what Placement
+allocated.
+"""
+
+import os
+import xml.etree.ElementTree as ET
+
+import fixtures
+from nova import context as nova_context
+from nova import objects
+from nova.tests.fixtures import libvirt as fakelibvirt
+
+from cyborg_nova import assignments
+from cyborg_nova import state
+from tests.functional.nova import base
+
+
+def hostdevs(xml):
+    found = []
+    for dev in ET.fromstring(xml).iter('hostdev'):
+        addr = dev.find('source/address')
+        found.append('%04x:%02x:%02x.%x' % tuple(
+            int(addr.get(k), 16)
+            for k in ('domain', 'bus', 'slot', 'function')))
+        assert dev.get('managed') == 'yes'
+    return sorted(found)
+
+
+class TestGuestDevices(base.LibvirtAcceleratorTestCase):
+
+    def setUp(self):
+        super().setUp()
+        self.xmls = []
+        real = fakelibvirt.Connection.defineXML
+
+        def define(conn, xml):
+            self.xmls.append(xml)
+            return real(conn, xml)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Connection.defineXML', define))
+
+    def store(self, host):
+        return assignments.Assignments(state.StateStore(
+            os.path.join(self.workdir, host, 'state.sqlite')))
+
+    def test_fpga_and_qat_units_in_the_xml_and_kept_on_reboot(self):
+        self.start_accelerator_compute('crypto1', 'crypto-nic-host')
+        rps = self.accelerator_providers('crypto1')
+        flavor = self.flavor({'resources:CUSTOM_QAT': '2',
+                              'trait:CUSTOM_QAT_DC': 'required'})
+        server = self._create_server(flavor_id=flavor, networks='none')
+        devs = hostdevs(self.xmls[-1])
+        # Two VFs of the one PF offering dc, the first free ones in VF
+        # index order.
+        self.assertEqual(['0000:70:00.1', '0000:70:00.2'], devs)
+        held = self.store('crypto1').of_consumer('crypto1', server['id'])
+        self.assertEqual({rps['0000:70:00.0']['uuid']: devs}, held)
+
+        # A second server gets the next two, never the same.
+        other = self._create_server(flavor_id=flavor, networks='none')
+        self.assertEqual(['0000:70:00.3', '0000:70:00.4'],
+                         hostdevs(self.xmls[-1]))
+
+        self._reboot_server(server, hard=True)
+        self.assertEqual(devs, hostdevs(self.xmls[-1]))
+
+        # Host reboot: Nova resumes the guest from scratch.
+        compute = self.computes['crypto1']
+        ctxt = nova_context.get_admin_context()
+        instance = objects.Instance.get_by_uuid(ctxt, server['id'])
+        compute.driver.resume_state_on_host_boot(ctxt, instance, [], None)
+        self.assertEqual(devs, hostdevs(self.xmls[-1]))
+
+        self._delete_server(server)
+        self.assertEqual({}, self.store('crypto1').of_consumer(
+            'crypto1', server['id']))
+        third = self._create_server(flavor_id=flavor, networks='none')
+        # The freed VFs are the first free ones again.
+        self.assertEqual(['0000:70:00.1', '0000:70:00.2'],
+                         hostdevs(self.xmls[-1]))
+        self.assertNotEqual(other['id'], third['id'])
+
+    def test_whole_fpga(self):
+        self.start_accelerator_compute('fpga1', 'fpga-host')
+        flavor = self.flavor({'resources:FPGA': '1',
+                              'trait:CUSTOM_FPGA_XILINX': 'required'})
+        self._create_server(flavor_id=flavor, networks='none')
+        # The Alveo's user function, never its management function.
+        self.assertEqual(['0000:d8:00.1'], hostdevs(self.xmls[-1]))
+
+    def test_plain_server_gets_no_hostdev(self):
+        self.start_accelerator_compute('fpga1', 'fpga-host')
+        self._create_server(flavor_id=self.flavor({}), networks='none')
+        self.assertEqual([], hostdevs(self.xmls[-1]))

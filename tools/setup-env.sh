@@ -12,7 +12,8 @@ venv=${CYBORG_NOVA_VENV:-$top/.venv}
 
 debs=(python3-venv python3-dev pciutils git)
 if [ "$purpose" = test ]; then
-    debs+=(umockdev gir1.2-umockdev-1.0 libumockdev0)
+    debs+=(umockdev gir1.2-umockdev-1.0 libumockdev0 libvirt-clients
+           libxml2-utils)
 fi
 
 missing=()

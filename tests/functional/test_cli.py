@@ -14,7 +14,7 @@ EXPECTED = {
     'gpu-host': ['0000:3b:00.0', '0000:3c:00.0', '0000:5e:00.0',
                  '0000:5f:00.0', '0000:86:00.0', '0000:87:00.0',
                  '0000:af:00.0', '0000:d8:00.0'],
-    'fpga-host': ['0000:5e:00.0', '0000:af:00.0', '0000:d8:00.1'],
+    'fpga-host': ['0000:5e:00.0', '0000:af:00.0', '0000:d8:00.0'],
     'crypto-nic-host': ['0000:6b:00.0', '0000:70:00.0', '0000:e8:00.0'],
     'mixed-host': ['0000:3b:00.0', '0000:3c:00.0', '0000:86:00.0',
                    '0000:af:00.0', '0000:d8:00.0'],
@@ -74,7 +74,7 @@ def test_columns_and_table(host_tree):
                      '-c', 'address', '-c', 'total')
     assert rc == 0
     assert out.split('\n')[:3] == ['0000:5e:00.0 1', '0000:af:00.0 1',
-                                   '0000:d8:00.1 1']
+                                   '0000:d8:00.0 1']
     rc, out, _ = cli('discover', '--sysfs-root', root, '--long')
     assert rc == 0 and 'CUSTOM_FPGA_INTEL_PAC_ARRIA10' in out
 

@@ -59,7 +59,7 @@ def test_tree_of_one_host(placement, reported):
         'cn-tree',
         'cn-tree_accelerator_0000:5e:00.0',
         'cn-tree_accelerator_0000:af:00.0',
-        'cn-tree_accelerator_0000:d8:00.1']
+        'cn-tree_accelerator_0000:d8:00.0']
     assert rows[0]['uuid'] == reported['root']
     assert all(r['parent_provider_uuid'] == reported['root']
                for r in rows[1:])
@@ -76,7 +76,7 @@ def test_tree_from_config_file(placement, reported, tmp_path):
     rc, out, err = cli(['tree', '-f', 'value', '-c', 'name'],
                        config=str(conf))
     assert rc == 0, err
-    assert 'cn-tree_accelerator_0000:d8:00.1' in out
+    assert 'cn-tree_accelerator_0000:d8:00.0' in out
 
 
 @pytest.mark.parametrize('args, env, message', [

@@ -76,13 +76,21 @@ def test_second_function_of_a_card(host_tree):
     root = host_tree('fpga-host')
     inv = make(root)
     alveo = [a for a in inv.accelerators() if a.driver == 'xilinx_fpga'][0]
+    assert alveo.address == '0000:d8:00.0'
     assert alveo.functions == ('0000:d8:00.0', '0000:d8:00.1')
-    # The user function goes away: the card is re-read from its other
-    # function, not dropped.
+    # The user function goes away: the card keeps its address (its
+    # management function's), with nothing left to hand to a guest.
     shutil.move(bus(root, '0000:d8:00.1'),
                 os.path.join(os.path.dirname(root), 'user-fn'))
     change = inv.handle_event(event('remove', '0000:d8:00.1'))
-    assert [a.address for a in change.removed] == ['0000:d8:00.1']
-    assert [a.address for a in change.added] == ['0000:d8:00.0']
-    assert change.added[0].problems == (
-        'only one function of the card is visible',)
+    assert not change.added and not change.removed
+    (card,) = change.changed
+    assert card.address == '0000:d8:00.0'
+    assert (card.total, card.units, card.setup_required) == (0, (), True)
+    assert 'no user function visible' in card.problems[0]
+    # And back: the same card, usable again.
+    shutil.move(os.path.join(os.path.dirname(root), 'user-fn'),
+                bus(root, '0000:d8:00.1'))
+    change = inv.handle_event(event('add', '0000:d8:00.1'))
+    assert [a.address for a in change.changed] == ['0000:d8:00.0']
+    assert change.changed[0] == alveo

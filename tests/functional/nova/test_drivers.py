@@ -44,7 +44,7 @@ class TestLibvirtCompute(base.LibvirtAcceleratorTestCase):
     def test_accelerators_beside_libvirt_resources(self):
         self.start_accelerator_compute('fpga1', 'fpga-host')
         rps = self.accelerator_providers('fpga1')
-        self.assertEqual(['0000:5e:00.0', '0000:af:00.0', '0000:d8:00.1'],
+        self.assertEqual(['0000:5e:00.0', '0000:af:00.0', '0000:d8:00.0'],
                          sorted(rps))
         root = self.compute_rp_uuids['fpga1']
         self.assertIn('VCPU', self._get_provider_inventory(root))
@@ -53,4 +53,4 @@ class TestLibvirtCompute(base.LibvirtAcceleratorTestCase):
                               'trait:CUSTOM_FPGA_XILINX': 'required'})
         server = self._create_server(flavor_id=flavor, networks='none')
         self.assertEqual({'FPGA': 1}, self.server_allocations(server)[
-            rps['0000:d8:00.1']['uuid']])
+            rps['0000:d8:00.0']['uuid']])

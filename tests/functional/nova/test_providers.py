@@ -16,7 +16,7 @@ class TestFpgaScheduling(base.AcceleratorTestCase):
 
     def test_providers_reported(self):
         rps = self.accelerator_providers('fpga1')
-        self.assertEqual(['0000:5e:00.0', '0000:af:00.0', '0000:d8:00.1'],
+        self.assertEqual(['0000:5e:00.0', '0000:af:00.0', '0000:d8:00.0'],
                          sorted(rps))
         pac = rps['0000:5e:00.0']
         self.assertEqual(self._get_provider_uuid_by_host('fpga1'),
@@ -69,7 +69,7 @@ class TestFpgaScheduling(base.AcceleratorTestCase):
             # Fails if Nova sends OWNER_NOVA under another filter name:
             # then the detection above needs updating.
             self.assertNotIn('OWNER_NOVA', queries[0])
-        alveo = self.accelerator_providers('fpga1')['0000:d8:00.1']
+        alveo = self.accelerator_providers('fpga1')['0000:d8:00.0']
         self.assertEqual({'FPGA': 1},
                          self.server_allocations(server)[alveo['uuid']])
 

@@ -38,7 +38,7 @@ def test_profile_by_name(tmp_path, host_tree):
             for a in result.accelerators] == [
         ('0000:5e:00.0', 'fake', 'FPGA'),
         ('0000:af:00.0', 'fake', 'FPGA'),
-        ('0000:d8:00.1', 'fake', 'FPGA')]
+        ('0000:d8:00.0', 'fake', 'FPGA')]
     assert ('emulates', 'intel_fpga') in result.accelerators[0].capabilities
     assert os.path.isdir(tmp_path / 'fake-sysfs' / 'fpga-host' / 'bus')
 

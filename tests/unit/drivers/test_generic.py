@@ -83,3 +83,36 @@ def test_bad_spec_is_a_clear_error(spec, message):
         load(spec)
     assert str(exc.value).startswith('[cyborg_generic] device_spec')
     assert message in str(exc.value)
+
+
+EFA_HOST = {'name': 'efa', 'devices': [
+    {'address': '0000:3b:00.0', 'vendor': 0x1d0f, 'device': 0xefa0,
+     'class': 0x020000, 'driver': 'efa',
+     'sriov': {'totalvfs': 4, 'numvfs': 2, 'vf_device': 0xefa1,
+               'vf_driver': 'vfio-pci'}}]}
+
+
+def test_spec_naming_a_vf_id_is_a_problem_naming_the_pf(host_tree):
+    # Nova operators name VF ids in [pci] device_spec; here VFs are units
+    # of their PF, so a VF-only matcher finds nothing: say why.
+    root = host_tree(EFA_HOST)
+    result = run(root, {'vendor_id': '1d0f', 'product_id': 'efa1'})
+    assert result.accelerators == ()
+    assert result.problems == {
+        vf: 'matches VF 1d0f:efa1 of PF 0000:3b:00.0 (1d0f:efa0), which '
+            'the generic driver does not claim; name the PF\'s ids: VFs '
+            'are reported as units of their PF'
+        for vf in ('0000:3b:00.1', '0000:3b:00.2')}
+    # Also when only the VF is re-discovered (an event).
+    partial = discovery.Discoverer(
+        load({'product_id': 'efa1'}), root).discover(only=['0000:3b:00.1'])
+    assert 'of PF 0000:3b:00.0 (1d0f:efa0)' in partial.problems[
+        '0000:3b:00.1']
+
+
+def test_spec_naming_pf_and_vf_ids(host_tree):
+    root = host_tree(EFA_HOST)
+    result = run(root, {'vendor_id': '1d0f'})
+    (efa,) = result.accelerators
+    assert efa.units == ('0000:3b:00.1', '0000:3b:00.2')
+    assert result.problems == {}

@@ -14,6 +14,7 @@ import pytest
 from cyborg_drivers import device as device_model
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
+from cyborg_drivers import sysfs
 
 DEFAULT = ['nvidia_gpu', 'intel_fpga', 'xilinx_fpga', 'intel_qat']
 A10_IFACE = 'CUSTOM_FPGA_REGION_INTEL_9346116DA52D5CA8B06AA9A389EF7C8D'
@@ -58,6 +59,8 @@ def test_gpu_host(host_tree):
     assert a100.sriov.total_vfs == 16
     assert a100.units == a100.sriov.vf_addresses
     assert len(set(a100.units)) == 4
+    # No vGPU type enabled: its VFs are not usable yet.
+    assert a100.setup_required
     # The BMC's VGA (ASPEED) and the T4's audio function are not GPUs.
     assert '0000:3b:00.1' not in by
     assert [a.numa_node for a in result.accelerators] == [0, 0, 0, 0,
@@ -82,12 +85,47 @@ def test_gpu_host_with_vgpu_type_enabled(host_tree):
     assert result.by_address()['0000:3c:00.0'].resource_class == 'PGPU'
 
 
+def test_gpu_vfs_without_vgpu_type_are_held_back(host_tree):
+    root = host_tree('gpu-host')
+    a100 = discover(root).by_address()['0000:5f:00.0']
+    assert (a100.resource_class, a100.total) == ('VGPU', 4)
+    assert a100.setup_required
+    assert a100.problems == (
+        'SR-IOV VFs without a vGPU type: a VF is unusable until a type is '
+        'enabled in [cyborg_nvidia_gpu] enabled_vgpu_types',)
+    # The VFs offer a type (written as the NVIDIA driver would): the
+    # problem names it, and enabling it makes the VFs usable.
+    for vf in a100.units:
+        type_dir = os.path.join(root, 'bus', 'pci', 'devices', vf,
+                                'mdev_supported_types', 'nvidia-471')
+        os.makedirs(os.path.join(type_dir, 'devices'))
+        for name, text in (('name', 'GRID A100-4C'),
+                           ('available_instances', '1')):
+            with open(os.path.join(type_dir, name), 'w') as f:
+                f.write(text + '\n')
+    a100 = discover(root).by_address()['0000:5f:00.0']
+    assert a100.setup_required
+    assert a100.problems[0].endswith(
+        'enabled_vgpu_types (its VFs offer nvidia-471)')
+    # A type the VFs do not offer changes nothing.
+    a100 = discover(root, conf_text='[cyborg_nvidia_gpu]\n'
+                    'enabled_vgpu_types = nvidia-999\n').by_address()[
+        '0000:5f:00.0']
+    assert a100.setup_required and 'nvidia-471' in a100.problems[0]
+    a100 = discover(root, conf_text='[cyborg_nvidia_gpu]\n'
+                    'enabled_vgpu_types = nvidia-471\n').by_address()[
+        '0000:5f:00.0']
+    assert (a100.total, a100.setup_required, a100.problems) == (4, False,
+                                                                ())
+    assert a100.traits == ('CUSTOM_NVIDIA_20B0_A100_4C',)
+
+
 def test_fpga_host(host_tree):
     result = discover(host_tree('fpga-host'))
     assert table(result) == [
         ('0000:5e:00.0', 'intel_fpga', 'FPGA', 1),
         ('0000:af:00.0', 'intel_fpga', 'FPGA', 1),
-        ('0000:d8:00.1', 'xilinx_fpga', 'FPGA', 1),
+        ('0000:d8:00.0', 'xilinx_fpga', 'FPGA', 1),
     ]
     by = result.by_address()
     assert by['0000:5e:00.0'].traits == tuple(sorted((
@@ -97,9 +135,11 @@ def test_fpga_host(host_tree):
     region = by['0000:5e:00.0'].fpga_regions[0]
     assert region.layout == 'opae'
     assert region.interface_id == '9346116da52d5ca8b06aa9a389ef7c8d'
-    alveo = by['0000:d8:00.1']
+    # Keyed by the management function; the user function is the unit.
+    alveo = by['0000:d8:00.0']
     assert alveo.functions == ('0000:d8:00.0', '0000:d8:00.1')
     assert alveo.units == ('0000:d8:00.1',)
+    assert not alveo.setup_required and alveo.problems == ()
     assert 'CUSTOM_FPGA_XILINX' in alveo.traits
     assert 'CUSTOM_FPGA_PRODUCT_ID_5005' in alveo.traits
     assert alveo.capabilities == (('management_function', '0000:d8:00.0'),)
@@ -155,6 +195,34 @@ def test_nic_mapping_to_unknown_device(host_tree):
                       'physical_device_mappings = physnet1:ens9f9\n')
     assert result.accelerators == ()
     assert 'no Intel or Mellanox' in result.problems['ens9f9']
+
+
+def test_nic_partial_discovery_reports_no_missing_mapping(host_tree):
+    # An event re-discovers only some functions: the configured PFs it
+    # did not read are not missing.
+    root = host_tree('crypto-nic-host')
+    conf = cfg.ConfigOpts()
+    conf([])
+    discoverer = discovery.Discoverer(loader.load(conf, ['nic_sriov']), root)
+    conf.set_override('physical_device_mappings',
+                      ['physnet1:ens1f0', 'physnet2:0000:af:00.0',
+                       'physnet3:ens9f9'], group='cyborg_nic_sriov')
+    partial = discoverer.discover(only=['0000:af:00.0'])
+    assert table(partial) == [('0000:af:00.0', 'nic_sriov', 'CUSTOM_NIC',
+                               64)]
+    assert partial.problems == {}
+    # A full discovery still names the mapping nothing matches, and only
+    # that one.
+    full = discoverer.discover()
+    assert len(full.accelerators) == 2
+    assert list(full.problems) == ['ens9f9']
+
+
+def test_snapshot_is_full(host_tree):
+    root = host_tree('crypto-nic-host')
+    assert sysfs.PciSnapshot(root).is_full
+    assert not sysfs.PciSnapshot(root, only=['0000:af:00.0']).is_full
+    assert not sysfs.PciSnapshot(root, only=()).is_full
 
 
 def test_nic_mapping_malformed(host_tree):

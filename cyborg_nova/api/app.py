@@ -31,10 +31,12 @@ Handler = Callable[..., 'tuple[int, Any]']
 class HTTPError(Exception):
     """A client error with its status code and a message for the user."""
 
-    def __init__(self, code: int, message: str) -> None:
+    def __init__(self, code: int, message: str,
+                 headers: dict | None = None) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        self.headers = headers or {}
 
 
 @dataclasses.dataclass
@@ -50,6 +52,8 @@ class Route:
     response: dict | None = None
     status: int = 200
     operation_id: str = ''
+    #: Error codes of this route beyond those every route may answer.
+    errors: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         pattern = re.sub(r'\{(\w+)\}', r'(?P<\1>[^/]+)', self.path)
@@ -107,10 +111,12 @@ class Application:
 
     def __call__(self, environ, start_response):
         request = webob.Request(environ)
+        headers: dict = {}
         try:
             status, body = self._dispatch(request)
         except HTTPError as exc:
             status, body = exc.code, error_body(exc.code, exc.message)
+            headers = exc.headers
         except Exception:
             LOG.exception('%s %s failed', request.method, request.path)
             status, body = 500, error_body(
@@ -119,6 +125,7 @@ class Application:
                                   charset='utf-8')
         if status == 401:
             response.headers['WWW-Authenticate'] = 'X-Auth-Token'
+        response.headers.update(headers)
         if body is not None and status != 204:
             response.text = json.dumps(body)
         return response(environ, start_response)
@@ -136,9 +143,10 @@ class Application:
                 break
         if match is None:
             if allowed:
+                methods = ', '.join(sorted(allowed))
                 raise HTTPError(405, 'method %s not allowed on %s; allowed: '
                                 '%s' % (request.method, request.path_info,
-                                        ', '.join(sorted(allowed))))
+                                        methods), {'Allow': methods})
             raise HTTPError(404, 'no such resource: %s' % request.path_info)
         route, params = match
         roles = self._authenticate(request)
@@ -234,6 +242,10 @@ class Application:
                            if route.response else {}),
                     },
                     **{str(c): e for c, e in errors.items()},
+                    **{str(c): {
+                        'description': webob.exc.status_map[c].title,
+                        'content': {JSON: {'schema': ERROR_SCHEMA}}}
+                       for c in route.errors},
                 },
             }
             if route.params:

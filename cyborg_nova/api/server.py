@@ -16,6 +16,20 @@ from oslo_config import cfg
 LOG = logging.getLogger(__name__)
 
 
+def with_auth(conf: cfg.ConfigOpts, group: str, app):
+    """``app`` as served: behind keystonemiddleware with Keystone auth.
+
+    With ``auth_strategy = keystone`` the framework trusts the identity
+    headers (``X-Identity-Status``, ``X-Roles``); only auth_token, which
+    strips any a client sent and sets them from a validated token, may
+    stand in front of it.
+    """
+    if conf[group].auth_strategy != 'keystone':
+        return app
+    from keystonemiddleware import auth_token
+    return auth_token.AuthProtocol(app, {'oslo_config_config': conf})
+
+
 class Server:
     """A started server; :meth:`stop` it when done.
 

@@ -1,0 +1,99 @@
+"""Registering with the conductor and heartbeating: ``POST /hello``.
+
+The internal API spec's "Conductor POST /hello": the agent announces its
+endpoint, and repeats it so the conductor can tell a live agent from one
+that went away. A conductor that is down or refuses is logged and retried
+with backoff; it never stops the agent.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import requests
+
+LOG = logging.getLogger(__name__)
+
+#: Failed heartbeats space out up to this many intervals.
+MAX_BACKOFF = 6
+TIMEOUT = (3.0, 10.0)
+
+
+class Heartbeat:
+    """Posts ``{"status": "READY", "endpoint", "host"}`` periodically.
+
+    :param conductor_url: the conductor's base URL.
+    :param token: sent as ``X-Auth-Token``; None sends none.
+    :param endpoint: this agent's API URL, as the conductor should use.
+    :param host: this host's node name.
+    :param interval: seconds between heartbeats.
+    """
+
+    def __init__(self, conductor_url: str, token: str | None,
+                 endpoint: str, host: str, interval: float) -> None:
+        self.url = conductor_url.rstrip('/') + '/hello'
+        self.token = token
+        self.body = {'status': 'READY', 'endpoint': endpoint, 'host': host}
+        self.interval = interval
+        self.failures = 0
+        self.sent = 0
+        self._session = requests.Session()
+        self._session.trust_env = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def beat(self) -> bool:
+        """Send one heartbeat; whether the conductor accepted it."""
+        headers = {'Content-Type': 'application/json'}
+        if self.token:
+            headers['X-Auth-Token'] = self.token
+        try:
+            resp = self._session.post(self.url, json=self.body,
+                                      headers=headers, timeout=TIMEOUT)
+            resp.close()
+            error = (None if resp.status_code < 300 else
+                     'answered %s: %s' % (resp.status_code,
+                                          resp.text[:200]))
+        except requests.RequestException as exc:
+            error = str(exc)
+        if error is None:
+            if self.failures:
+                LOG.info('Conductor %s reachable again after %d failed '
+                         'heartbeats', self.url, self.failures)
+            self.failures = 0
+            self.sent += 1
+            return True
+        self.failures += 1
+        # Logged at the first failure and then at growing intervals, so
+        # a conductor down for a day does not fill the log.
+        level = (logging.WARNING
+                 if self.failures & (self.failures - 1) == 0
+                 else logging.DEBUG)
+        LOG.log(level, 'Heartbeat to %s failed (%d in a row): %s',
+                self.url, self.failures, error)
+        return False
+
+    def delay(self) -> float:
+        """Seconds until the next heartbeat."""
+        if not self.failures:
+            return self.interval
+        return self.interval * min(2 ** self.failures, MAX_BACKOFF)
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, daemon=True,
+                                            name='conductor-heartbeat')
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            # A heartbeat in flight is abandoned, not awaited: the thread
+            # is a daemon and the conductor copes with a lost one.
+            self._thread.join(1)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.beat()
+            self._stop.wait(self.delay())

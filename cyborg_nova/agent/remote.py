@@ -1,0 +1,477 @@
+"""Out-of-process drivers: a vendor's driver running as its own service.
+
+The internal API spec lets a driver live outside the agent: it announces
+itself with the agent's ``POST /hello`` (``{"status": "READY",
+"endpoint": URL, "type": DEVICE_TYPE}``) and serves the driver half of
+the API, ``GET /hardware`` and ``POST /discovery``. The agent then polls
+it: :class:`RemoteDriver` is one driver's state machine (UP, DOWN after
+``threshold`` consecutive failures, UP again on the next answer) and
+:class:`Registry` keeps them, polls them from a small thread pool and
+merges their devices into the agent's listing as remote ones.
+
+Such devices are not on this host's PCI bus and Nova does not report
+them, so they are listed but never fenced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import queue
+import threading
+import time
+from typing import Any, Callable
+import urllib.parse
+
+import jsonschema
+import requests
+
+from cyborg_drivers import device as device_model
+
+LOG = logging.getLogger(__name__)
+
+UP = 'UP'
+DOWN = 'DOWN'
+STATES = (UP, DOWN)
+
+#: Drivers one agent keeps; a host has a handful.
+MAX_DRIVERS = 64
+#: A DOWN driver is polled at most this many intervals apart.
+MAX_BACKOFF = 8
+#: Largest ``GET /hardware`` answer read from a driver.
+MAX_RESPONSE = 4 * 1024 * 1024
+#: (connect, read) timeouts of calls to a driver, in seconds.
+TIMEOUT = (3.0, 10.0)
+
+#: A driver's ``GET /hardware`` answer, as the internal API spec has it.
+#: Unknown keys are allowed (drivers add their own), but only the spec's
+#: are passed on.
+HARDWARE_SCHEMA = {
+    'type': 'object',
+    'required': ['hardware'],
+    'properties': {'hardware': {'type': 'array', 'maxItems': 4096,
+                                'items': {'type': 'object'}}},
+}
+ENTRY_SCHEMA = {
+    'type': 'object',
+    'required': ['uuid', 'acc_specs'],
+    'properties': {
+        'uuid': {'type': 'string', 'minLength': 1, 'maxLength': 64},
+        'acc_specs': {
+            'type': 'object',
+            'properties': {
+                'remote': {'type': 'integer'},
+                'num': {'type': 'integer', 'minimum': 0},
+                'device_type': {'enum': list(device_model.DEVICE_TYPES)},
+                'acc_capability': {'type': 'object'},
+            },
+        },
+        'acc_status': {'type': 'object'},
+    },
+}
+
+
+class InvalidEndpoint(ValueError):
+    """An endpoint that is not an http(s) URL the agent can call."""
+
+
+class RegistryFull(Exception):
+    """Too many drivers are registered and none of them is DOWN."""
+
+
+def validate_endpoint(endpoint: str) -> str:
+    """The endpoint, without a trailing slash, if it is an http(s) URL.
+
+    :raises InvalidEndpoint: with a message saying what is wrong.
+    """
+    try:
+        url = urllib.parse.urlsplit(endpoint)
+        port = url.port
+    except ValueError as exc:
+        raise InvalidEndpoint('endpoint %r is not a URL: %s'
+                              % (endpoint, exc))
+    if url.scheme not in ('http', 'https'):
+        raise InvalidEndpoint(
+            'endpoint %r must be an http:// or https:// URL (the spec\'s '
+            'host:port form needs a scheme here)' % endpoint)
+    if not url.hostname:
+        raise InvalidEndpoint('endpoint %r has no host' % endpoint)
+    if port == 0:
+        raise InvalidEndpoint('endpoint %r has port 0' % endpoint)
+    if url.query or url.fragment or url.username or url.password:
+        raise InvalidEndpoint('endpoint %r must not carry a query, a '
+                              'fragment or credentials' % endpoint)
+    if any(c.isspace() for c in endpoint):
+        raise InvalidEndpoint('endpoint %r contains whitespace' % endpoint)
+    return endpoint.rstrip('/')
+
+
+def parse_hardware(document: Any) -> tuple[list[dict], list[str]]:
+    """The valid entries of a driver's ``GET /hardware`` answer.
+
+    :returns: (entries, problems): entries reduced to the spec's keys;
+        one problem per entry left out.
+    :raises ValueError: the answer as a whole is not a hardware list.
+    """
+    try:
+        jsonschema.validate(document, HARDWARE_SCHEMA)
+    except jsonschema.ValidationError as exc:
+        raise ValueError('not a hardware list: %s' % exc.message)
+    entries, problems = [], []
+    for n, entry in enumerate(document['hardware']):
+        try:
+            jsonschema.validate(entry, ENTRY_SCHEMA)
+        except jsonschema.ValidationError as exc:
+            problems.append('entry %d left out: %s' % (n, exc.message))
+            continue
+        entries.append({'uuid': entry['uuid'],
+                        'acc_specs': dict(entry['acc_specs']),
+                        'acc_status': dict(entry.get('acc_status', {}))})
+    return entries, problems
+
+
+@dataclasses.dataclass
+class RemoteDriver:
+    """One registered out-of-process driver and what the agent knows of it.
+
+    Not thread-safe by itself: the :class:`Registry` serialises access.
+    """
+
+    endpoint: str
+    type: str
+    registered_at: float
+    state: str = UP
+    #: Consecutive failed calls.
+    failures: int = 0
+    last_error: str | None = None
+    #: time.time() of the last good answer; None before the first.
+    last_seen: float | None = None
+    #: Its devices from the last good answer (kept while it is DOWN).
+    hardware: list[dict] = dataclasses.field(default_factory=list)
+    problems: list[str] = dataclasses.field(default_factory=list)
+    #: time.monotonic() when it is polled next.
+    next_poll: float = 0.0
+    #: When it went DOWN (time.monotonic()), to evict the longest DOWN.
+    down_since: float | None = None
+
+    def succeeded(self, hardware: list[dict], problems: list[str],
+                  now: float, interval: float) -> bool:
+        """Record a good answer; True when this brings it back UP."""
+        back = self.state == DOWN
+        self.state = UP
+        self.failures = 0
+        self.last_error = None
+        self.last_seen = time.time()
+        self.hardware = hardware
+        self.problems = problems
+        self.down_since = None
+        self.next_poll = now + interval
+        return back
+
+    def failed(self, error: str, now: float, interval: float,
+               threshold: int) -> bool:
+        """Record a failed call; True when this makes it DOWN."""
+        self.failures += 1
+        self.last_error = error
+        went_down = False
+        if self.state == UP and self.failures >= threshold:
+            self.state = DOWN
+            self.down_since = now
+            went_down = True
+        # Poll a DOWN driver less and less often, but keep polling: it
+        # comes back UP on its own as soon as it answers.
+        factor = 1
+        if self.state == DOWN:
+            factor = min(2 ** (self.failures - threshold), MAX_BACKOFF)
+        self.next_poll = now + interval * factor
+        return went_down
+
+    def hello(self, type_: str, now: float) -> None:
+        """The driver (re-)registered: it says it is READY, poll it now."""
+        self.type = type_
+        self.state = UP
+        self.failures = 0
+        self.down_since = None
+        self.next_poll = now
+
+    @property
+    def name(self) -> str:
+        return '%s@%s' % (self.type, self.endpoint)
+
+    def view(self) -> dict:
+        """The driver as ``GET /drivers`` lists it."""
+        return {'endpoint': self.endpoint, 'type': self.type,
+                'state': self.state, 'failures': self.failures,
+                'last_error': self.last_error,
+                'last_seen': self.last_seen,
+                'registered_at': self.registered_at,
+                'devices': len(self.hardware),
+                'problems': list(self.problems)}
+
+    def devices(self) -> list[dict]:
+        """Its devices as ``GET /hardware`` entries of the agent."""
+        problems = []
+        if self.state == DOWN:
+            problems.append('driver %s is DOWN: %s' % (self.name,
+                                                       self.last_error))
+        entries = []
+        for entry in self.hardware:
+            specs = dict(entry['acc_specs'])
+            specs['remote'] = 1
+            specs.setdefault('num', 1)
+            specs.setdefault('device_type', self.type)
+            specs.setdefault('acc_capability', {})
+            entries.append({
+                'uuid': entry['uuid'],
+                'acc_specs': specs,
+                'acc_status': entry['acc_status'],
+                'driver': self.name,
+                'endpoint': self.endpoint,
+                'state': None,
+                'health': {'healthy': not problems,
+                           'problems': list(problems)},
+            })
+        return entries
+
+
+class DriverClient:
+    """Calls the driver half of the internal API over HTTP."""
+
+    def __init__(self, timeout: tuple[float, float] = TIMEOUT) -> None:
+        self.timeout = timeout
+        self.session = requests.Session()
+        # A driver's endpoint is local; proxies from the environment
+        # would only get in the way.
+        self.session.trust_env = False
+
+    def hardware(self, endpoint: str) -> tuple[list[dict], list[str]]:
+        """``GET <endpoint>/hardware``: (entries, problems).
+
+        :raises ValueError: unreachable, an error status, or not a
+            hardware list; the message says which.
+        """
+        try:
+            resp = self.session.get(endpoint + '/hardware',
+                                    timeout=self.timeout, stream=True,
+                                    headers={'Accept': 'application/json'})
+            with resp:
+                raw = resp.raw.read(MAX_RESPONSE + 1, decode_content=True)
+        except (requests.RequestException, OSError) as exc:
+            raise ValueError('GET /hardware failed: %s' % exc)
+        if resp.status_code != 200:
+            raise ValueError('GET /hardware answered %s'
+                             % resp.status_code)
+        if len(raw) > MAX_RESPONSE:
+            raise ValueError('GET /hardware answer is larger than %d bytes'
+                             % MAX_RESPONSE)
+        try:
+            document = json.loads(raw)
+        except ValueError as exc:
+            raise ValueError('GET /hardware answer is not JSON: %s' % exc)
+        return parse_hardware(document)
+
+    def discover(self, endpoint: str) -> None:
+        """``POST <endpoint>/discovery``.
+
+        :raises ValueError: unreachable or an error status.
+        """
+        try:
+            resp = self.session.post(endpoint + '/discovery',
+                                     timeout=self.timeout)
+            resp.close()
+        except (requests.RequestException, OSError) as exc:
+            raise ValueError('POST /discovery failed: %s' % exc)
+        if resp.status_code >= 300:
+            raise ValueError('POST /discovery answered %s'
+                             % resp.status_code)
+
+
+class Registry:
+    """The registered drivers, polled in the background.
+
+    :param threshold: consecutive failures that make a driver DOWN.
+    :param interval: seconds between polls of an UP driver.
+    :param client: how drivers are called (:class:`DriverClient`).
+    :param workers: polls run at once; a driver that does not answer
+        holds one worker for at most the client's timeouts.
+    """
+
+    def __init__(self, threshold: int, interval: float,
+                 client: DriverClient | None = None, workers: int = 4,
+                 max_drivers: int = MAX_DRIVERS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.threshold = threshold
+        self.interval = interval
+        self.client = client or DriverClient()
+        self.max_drivers = max_drivers
+        self.clock = clock
+        self._drivers: dict[str, RemoteDriver] = {}
+        self._busy: set[str] = set()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._workers = workers
+        # Daemon threads fed by a queue rather than an executor: a poll
+        # stuck on an unreachable endpoint must not hold up the agent's
+        # exit, and an executor's workers are joined at exit.
+        self._queue: queue.SimpleQueue | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- registration and listing -----------------------------------------
+
+    def hello(self, endpoint: str, type_: str) -> dict:
+        """Register (or re-register) a driver; poll it at once.
+
+        :raises InvalidEndpoint: ``endpoint`` is not an http(s) URL.
+        :raises RegistryFull: ``max_drivers`` are registered, none DOWN.
+        """
+        endpoint = validate_endpoint(endpoint)
+        now = self.clock()
+        with self._lock:
+            driver = self._drivers.get(endpoint)
+            if driver is None:
+                if len(self._drivers) >= self.max_drivers:
+                    self._evict()
+                driver = RemoteDriver(endpoint, type_, time.time(),
+                                      next_poll=now)
+                self._drivers[endpoint] = driver
+                LOG.info('Out-of-process driver %s registered', driver.name)
+            else:
+                driver.hello(type_, now)
+                LOG.info('Out-of-process driver %s registered again',
+                         driver.name)
+            view = driver.view()
+        # The first contact also asks it to discover (spec: the agent
+        # starts discovery across all drivers).
+        self._submit(endpoint, discover=True)
+        return view
+
+    def _evict(self) -> None:
+        down = [d for d in self._drivers.values() if d.state == DOWN]
+        if not down:
+            raise RegistryFull('%d out-of-process drivers are registered '
+                               'and all are UP' % len(self._drivers))
+        oldest = min(down, key=lambda d: d.down_since or 0.0)
+        del self._drivers[oldest.endpoint]
+        LOG.warning('Forgetting out-of-process driver %s (DOWN: %s) to '
+                    'make room', oldest.name, oldest.last_error)
+
+    def drivers(self) -> list[dict]:
+        with self._lock:
+            return [self._drivers[e].view() for e in sorted(self._drivers)]
+
+    def hardware(self) -> list[dict]:
+        with self._lock:
+            return [entry for e in sorted(self._drivers)
+                    for entry in self._drivers[e].devices()]
+
+    def discover_all(self) -> int:
+        """Ask every registered driver to discover; how many were asked."""
+        with self._lock:
+            endpoints = list(self._drivers)
+        for endpoint in endpoints:
+            self._submit(endpoint, discover=True)
+        return len(endpoints)
+
+    # -- polling -----------------------------------------------------------
+
+    def start(self) -> None:
+        """Start polling in the background."""
+        if self._thread is not None:
+            return
+        self._queue = queue.SimpleQueue()
+        for n in range(self._workers):
+            threading.Thread(target=self._work, daemon=True,
+                             name='remote-driver-%d' % n).start()
+        self._thread = threading.Thread(target=self._loop, daemon=True,
+                                        name='remote-driver-poller')
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop polling; calls in flight are abandoned, not awaited."""
+        self._stopping.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        if self._queue is not None:
+            for _ in range(self._workers):
+                self._queue.put(None)
+
+    def _loop(self) -> None:
+        while not self._stopping.is_set():
+            # Cleared before looking: a wake-up from here on is not lost.
+            self._wake.clear()
+            now = self.clock()
+            with self._lock:
+                due = [d.endpoint for d in self._drivers.values()
+                       if d.next_poll <= now and d.endpoint not in self._busy]
+                upcoming = [d.next_poll for d in self._drivers.values()
+                            if d.endpoint not in self._busy]
+            for endpoint in due:
+                self._submit(endpoint)
+            wait = min(upcoming, default=now + self.interval) - now
+            self._wake.wait(max(0.05, min(wait, self.interval)))
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None or self._stopping.is_set():
+                return
+            self._poll_and_release(*item)
+
+    def _submit(self, endpoint: str, discover: bool = False) -> None:
+        with self._lock:
+            if endpoint in self._busy and not discover:
+                return
+            self._busy.add(endpoint)
+        if self._queue is None or self._stopping.is_set():
+            # Not started (unit tests drive poll() themselves).
+            with self._lock:
+                self._busy.discard(endpoint)
+            return
+        self._queue.put((endpoint, discover))
+
+    def _poll_and_release(self, endpoint: str, discover: bool) -> None:
+        try:
+            self.poll(endpoint, discover)
+        except Exception:
+            LOG.exception('Polling out-of-process driver %s failed',
+                          endpoint)
+        finally:
+            with self._lock:
+                self._busy.discard(endpoint)
+            self._wake.set()
+
+    def poll(self, endpoint: str, discover: bool = False) -> None:
+        """Fetch one driver's hardware (first asking it to discover)."""
+        try:
+            entries, problems = self.client.hardware(endpoint)
+            if discover:
+                self.client.discover(endpoint)
+            error = None
+        except ValueError as exc:
+            error = str(exc)
+        now = self.clock()
+        with self._lock:
+            driver = self._drivers.get(endpoint)
+            if driver is None:
+                return
+            if error is None:
+                known = set(driver.problems)
+                if driver.succeeded(entries, problems, now, self.interval):
+                    LOG.warning('Out-of-process driver %s is UP again',
+                                driver.name)
+                # Each problem once, not at every poll.
+                for problem in sorted(set(problems) - known):
+                    LOG.warning('Out-of-process driver %s: %s',
+                                driver.name, problem)
+            elif driver.failed(error, now, self.interval, self.threshold):
+                # Logged once per outage; every failure is at debug.
+                LOG.warning('Out-of-process driver %s is DOWN after %d '
+                            'failed calls (%s): its %d devices are listed '
+                            'unhealthy', driver.name, driver.failures,
+                            error, len(driver.hardware))
+            else:
+                LOG.debug('Out-of-process driver %s: %s (%d in a row)',
+                          driver.name, error, driver.failures)

@@ -1,0 +1,282 @@
+"""cyborg-nova-agent: the process.
+
+``cyborg-nova-agent --config-file /etc/nova/nova.conf --config-file
+/etc/cyborg-nova/agent.conf`` reads ``[cyborg_agent]``, ``[cyborg_nova]``
+(the drivers, sysfs root and state store nova-compute uses) and
+``[placement]``, then runs until SIGTERM or SIGINT:
+
+- the REST API (:mod:`cyborg_nova.agent.api`) on cheroot;
+- a discovery thread: a full discovery at start, every
+  ``discovery_interval`` and on ``POST /discovery`` (requests arriving
+  during a run are coalesced into one more run), each fencing what
+  changed;
+- the udev watcher: each PCI uevent re-discovers and fences its device;
+- the out-of-process driver poller;
+- heartbeats to the conductor, when ``conductor_url`` is set.
+
+It prints ``listening <url>`` on stdout once it serves.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import sys
+import threading
+import urllib.parse
+
+from keystoneauth1 import exceptions as ks_exc
+from oslo_config import cfg
+from oslo_log import log as oslo_logging
+
+from cyborg_drivers import base
+from cyborg_drivers import events
+from cyborg_drivers import loader
+from cyborg_drivers import sysfs
+from cyborg_nova.agent import api
+from cyborg_nova.agent import fence
+from cyborg_nova.agent import heartbeat
+from cyborg_nova.agent import host
+from cyborg_nova.agent import remote
+from cyborg_nova.api import server
+from cyborg_nova import conf as cn_conf
+from cyborg_nova.conf import agent as agent_conf
+from cyborg_nova import lifecycle
+from cyborg_nova import placement
+from cyborg_nova import state as state_store
+
+LOG = logging.getLogger(__name__)
+PROG = 'cyborg-nova-agent'
+
+
+def load_config(argv: list[str]) -> cfg.ConfigOpts:
+    """A ConfigOpts with every option the agent reads, parsed from argv."""
+    conf = cfg.ConfigOpts()
+    cn_conf.register_opts(conf)
+    agent_conf.register_opts(conf)
+    placement.register_opts(conf)
+    oslo_logging.register_options(conf)
+    # Logs to stderr by default: stdout carries the "listening" line.
+    conf.set_default('use_stderr', True)
+    conf(argv, project='cyborg-nova', prog=PROG)
+    return conf
+
+
+class Discovery:
+    """The discovery thread: periodic, and on request, coalesced.
+
+    :param run: one discovery (exceptions are logged, the thread goes on).
+    :param interval: seconds between periodic runs; 0: only on request.
+    """
+
+    def __init__(self, run, interval: float) -> None:
+        self._run = run
+        self.interval = interval
+        self._requested = threading.Event()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True,
+                                        name='discovery')
+        self.runs = 0
+
+    def start(self) -> None:
+        self._requested.set()
+        self._thread.start()
+
+    def request(self) -> None:
+        """Ask for a run; returns at once.
+
+        A request during a run makes one more run after it (the change
+        the caller wants seen may have come after that run read sysfs);
+        any number of requests meanwhile make only that one.
+        """
+        self._requested.set()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._requested.set()
+        self._thread.join(30)
+
+    def _loop(self) -> None:
+        while True:
+            self._requested.wait(self.interval or None)
+            if self._stopping.is_set():
+                return
+            # Cleared before running: a request arriving from now on
+            # sets it again and gets a run of its own.
+            self._requested.clear()
+            try:
+                self._run()
+            except Exception:
+                LOG.exception('Discovery failed')
+            self.runs += 1
+
+
+class Agent:
+    """Every part of the agent, wired from ``conf``; :meth:`start` it."""
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        self.conf = conf
+        opts = conf.cyborg_agent
+        self.nodename = opts.nodename
+        self.store = state_store.StateStore(conf.cyborg_nova.state_path)
+        self._driver_names = lifecycle.effective_names(conf, self.store)
+        drivers = loader.load(conf, self._driver_names)
+        self.local = host.LocalHost(
+            drivers, conf.cyborg_nova.sysfs_root, self.store,
+            self.nodename, self._fencer(), conf.cyborg_nova.auto_ready)
+        self.registry = remote.Registry(opts.driver_failure_threshold,
+                                        opts.driver_poll_interval)
+        self.discovery = Discovery(self._discover, opts.discovery_interval)
+        self.watcher = (events.PciEventWatcher(self._on_event)
+                        if opts.watch_udev else None)
+        self.app = api.build_app(conf, self.hardware, self.request_discovery,
+                                 self.registry)
+        self.server: server.Server | None = None
+        self.heartbeat: heartbeat.Heartbeat | None = None
+
+    def _fencer(self) -> fence.Fencer | None:
+        if not self.conf.cyborg_agent.fence:
+            LOG.info('Fencing is off ([cyborg_agent] fence = False): '
+                     'Placement learns of changes at nova-compute\'s next '
+                     'update')
+            return None
+        client = placement.from_conf(self.conf)
+        if client is None:
+            LOG.warning('Fencing is off: [placement] has no auth_type. '
+                        'Placement learns of vanished or unhealthy devices '
+                        'only at nova-compute\'s next update')
+            return None
+        return fence.Fencer(client)
+
+    # -- what the API calls ------------------------------------------------
+
+    def hardware(self) -> list[dict]:
+        return self.local.hardware() + self.registry.hardware()
+
+    def request_discovery(self) -> None:
+        self.discovery.request()
+        self.registry.discover_all()
+
+    # -- the work ----------------------------------------------------------
+
+    def _reload_drivers(self) -> None:
+        # Drivers installed or uninstalled on the host (cyborg-nova
+        # install-driver) take effect at the next discovery, as in
+        # nova-compute, so both see the same devices.
+        names = lifecycle.effective_names(self.conf, self.store)
+        if names == self._driver_names:
+            return
+        try:
+            drivers = loader.load(self.conf, names)
+        except base.DriverError as exc:
+            LOG.error('Keeping drivers %s: cannot load %s: %s',
+                      ', '.join(self._driver_names), ', '.join(names), exc)
+            return
+        LOG.info('Accelerator drivers now %s', ', '.join(names) or 'none')
+        self.local.set_drivers(drivers)
+        self._driver_names = names
+
+    def _discover(self) -> None:
+        self._reload_drivers()
+        try:
+            results = self.local.refresh()
+        except sysfs.NoSysfs as exc:
+            LOG.error('Discovery found no PCI bus: %s', exc)
+            return
+        written = [r for r in results if r.outcome == fence.WRITTEN]
+        LOG.debug('Discovery: %d accelerators, %d providers written',
+                  len(self.local.accelerators()), len(written))
+
+    def _on_event(self, event: events.PciEvent) -> None:
+        self.local.handle_event(event)
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def advertised_url(self) -> str:
+        opts = self.conf.cyborg_agent
+        if opts.advertise_url:
+            return opts.advertise_url.rstrip('/')
+        url = self.server.url
+        if self.server.host in ('0.0.0.0', '::', ''):
+            netloc = socket.getfqdn()
+            netloc = '[%s]' % netloc if ':' in netloc else netloc
+            url = urllib.parse.urlunsplit((
+                self.server.scheme, '%s:%d' % (netloc, self.server.port),
+                '', '', ''))
+        return url
+
+    def start(self) -> None:
+        opts = self.conf.cyborg_agent
+        if self.watcher is not None:
+            # Before the first discovery: an event in between is then
+            # handled, not lost.
+            try:
+                self.watcher.start()
+            except Exception as exc:
+                LOG.error('Cannot watch udev (%s): changes are seen by '
+                          'the periodic discovery only', exc)
+                self.watcher = None
+        try:
+            self.local.prime()
+        except sysfs.NoSysfs as exc:
+            LOG.error('No PCI bus to discover: %s', exc)
+        self.registry.start()
+        self.discovery.start()
+        self.server = server.Server(
+            server.with_auth(self.conf, agent_conf.GROUP.name, self.app),
+            opts, agent_conf.DEFAULT_PORT, PROG)
+        if opts.conductor_url:
+            self.heartbeat = heartbeat.Heartbeat(
+                opts.conductor_url, opts.conductor_token,
+                self.advertised_url(), self.nodename,
+                opts.heartbeat_interval)
+            self.heartbeat.start()
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+        if self.watcher is not None:
+            self.watcher.stop()
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+        self.registry.stop()
+        self.discovery.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the agent until SIGTERM or SIGINT; the exit status."""
+    conf = load_config(sys.argv[1:] if argv is None else argv)
+    oslo_logging.setup(conf, PROG)
+    try:
+        agent = Agent(conf)
+    except (base.DriverError, OSError, ks_exc.ClientException) as exc:
+        # Unknown drivers, an unwritable state store, or [placement]
+        # credentials that cannot be loaded: fencing is a safety
+        # function, so a broken [placement] is not silently ignored.
+        LOG.error('Cannot start: %s', exc)
+        return 1
+    stopping = threading.Event()
+
+    def on_signal(signum, frame):
+        LOG.info('Signal %d: stopping', signum)
+        stopping.set()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        agent.start()
+    except OSError as exc:
+        # Typically the port is taken.
+        LOG.error('Cannot start: %s', exc)
+        agent.stop()
+        return 1
+    print('listening %s' % agent.server.url, flush=True)
+    while not stopping.wait(1.0):
+        pass
+    agent.stop()
+    LOG.info('Stopped')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

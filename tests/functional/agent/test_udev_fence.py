@@ -1,0 +1,69 @@
+"""udev remove of an allocated GPU to Placement fenced, under umockdev.
+
+The worker (udev_fence_worker.py) runs under ``umockdev-wrapper``: real
+libudev and pyudev, the agent's LocalHost and Fencer, and the real
+Placement server of these tests. Skipped, with the reason, where umockdev
+is not installed (tools/install-udev-test-deps.sh).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+
+import pytest
+
+from tests.functional.agent import base
+
+WORKER = os.path.join(base.HERE, 'udev_fence_worker.py')
+SKIP_STATUS = 77
+#: The brief: fenced within a second of the uevent.
+WITHIN_MS = 1000.0
+
+
+def run_worker(placement: str, state_dir: str, rounds: int,
+               source: str = 'udev') -> dict:
+    """The worker's JSON; skips the test when a dependency is missing."""
+    wrapper = shutil.which('umockdev-wrapper')
+    if wrapper is None:
+        raise unittest.SkipTest('umockdev-wrapper not found (Debian '
+                                'package umockdev)')
+    proc = subprocess.run(
+        [wrapper, sys.executable, WORKER, '--placement', placement,
+         '--state-dir', state_dir, '--rounds', str(rounds),
+         '--source', source, '--nodename', 'udev-%s' % source],
+        cwd=base.REPO_ROOT, env=base.env(), capture_output=True, text=True,
+        timeout=180)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode == SKIP_STATUS:
+        raise unittest.SkipTest(json.loads(lines[-1])['skip'])
+    assert proc.returncode == 0 and lines, (
+        'worker failed (%s)\nstdout:\n%s\nstderr:\n%s'
+        % (proc.returncode, proc.stdout, proc.stderr))
+    return json.loads(lines[-1])
+
+
+@pytest.mark.parametrize('source', ['udev', 'kernel'])
+def test_remove_uevent_fences_the_allocated_provider(placement, tmp_path,
+                                                     source):
+    result = run_worker(placement.endpoint, str(tmp_path), rounds=2,
+                        source=source)
+    # Nova's report and the agent's first check agree: nothing to write.
+    assert result['initial_outcomes'] == ['unchanged', 'unchanged']
+    for n, round_ in enumerate(result['rounds']):
+        assert round_['fence_ms'] is not None, 'round %d not fenced' % n
+        assert round_['fence_ms'] < WITHIN_MS, round_
+        # Fenced, the provider and the instance's allocation kept.
+        assert round_['after_remove'] == {'reserved': 1, 'total': 1,
+                                          'used': 1}
+        # Hot-added back, ready and healthy: schedulable again.
+        assert round_['unfence_ms'] is not None
+        assert round_['after_add'] == {'reserved': 0, 'total': 1,
+                                       'used': 1}
+    # The other GPU was never touched.
+    assert result['spare'] == {'reserved': 0, 'total': 1, 'used': 0}
+    print('\n[%s] uevent to Placement fenced: %s ms'
+          % (source, ', '.join('%.1f' % r['fence_ms']
+                               for r in result['rounds'])))

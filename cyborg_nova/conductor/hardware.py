@@ -1,0 +1,297 @@
+"""``GET /hardware`` of every agent, with each device's Placement usage.
+
+The internal API spec has the conductor "wrangle the agents to present a
+coherent answer": it asks every UP agent for its hardware at once (a
+small thread pool, each call bounded by ``agent_timeout``), annotates
+each entry with its host and, when the entry's ``uuid`` is a Placement
+resource provider (cyborg-nova reports each accelerator as one, under
+that uuid), with the provider's usages. A failure is never the whole
+answer's: an agent that does not answer, answers nonsense or cannot be
+matched to Placement is listed in ``errors`` and the rest is returned.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import http.client
+import json
+import logging
+import ssl
+import time
+from typing import Any
+import urllib.error
+import urllib.request
+import uuid as uuid_lib
+
+import jsonschema
+from keystoneauth1 import adapter as ks_adapter
+from keystoneauth1 import exceptions as ks_exc
+
+from cyborg_nova.conductor import db
+
+LOG = logging.getLogger(__name__)
+
+#: Largest ``GET /hardware`` answer read from one agent.
+MAX_AGENT_RESPONSE = 16 * 1024 * 1024
+#: Agents asked at the same time.
+POOL_SIZE = 8
+
+#: One entry of an agent's ``GET /hardware`` (the internal API spec's
+#: keys; agents add more, which are passed on). Valid both as JSON
+#: Schema and as an OpenAPI 3.0 schema object.
+ENTRY_SCHEMA = {
+    'type': 'object',
+    'required': ['uuid', 'acc_specs', 'acc_status'],
+    'properties': {
+        'uuid': {'type': 'string', 'minLength': 1, 'maxLength': 255},
+        'acc_specs': {
+            'type': 'object',
+            'required': ['remote', 'num', 'device_type', 'acc_capability'],
+            'properties': {
+                'remote': {'type': 'integer'},
+                'num': {'type': 'integer'},
+                'device_type': {'type': 'string'},
+                'acc_capability': {'type': 'object'},
+            },
+        },
+        'acc_status': {
+            'type': 'object',
+            'required': ['setup_required', 'reboot_required'],
+            'properties': {
+                'setup_required': {'type': 'boolean'},
+                'reboot_required': {'type': 'boolean'},
+            },
+        },
+    },
+}
+
+_AGENT_RESPONSE_SCHEMA = {
+    'type': 'object',
+    'required': ['hardware'],
+    'properties': {'hardware': {'type': 'array'}},
+}
+
+
+class AgentError(Exception):
+    """An agent's hardware could not be had; the message says why."""
+
+
+class Collector:
+    """Gathers the hardware of agents.
+
+    :param token: sent to agents as ``X-Auth-Token`` (None: no header).
+    :param timeout: seconds for each agent's answer.
+    :param ca_file: CA bundle for ``https`` agents (None: the system's).
+    :param placement: a Placement adapter, or None when Placement is
+        not configured.
+    :param placement_problem: why ``placement`` is None, for the errors.
+    """
+
+    def __init__(self, token: str | None, timeout: float,
+                 ca_file: str | None = None,
+                 placement: ks_adapter.Adapter | None = None,
+                 placement_problem: str = 'Placement is not configured '
+                                          '([placement] auth_type is unset)'
+                 ) -> None:
+        self.token = token
+        self.timeout = timeout
+        self.placement = placement
+        self.placement_problem = placement_problem
+        context = ssl.create_default_context(cafile=ca_file)
+        self._opener = urllib.request.build_opener(
+            urllib.request.HTTPSHandler(context=context), _NoRedirect())
+
+    # -- one agent ---------------------------------------------------------
+
+    def fetch(self, agent: db.Agent) -> list[Any]:
+        """The agent's ``GET /hardware`` list, as the agent sent it.
+
+        :raises AgentError: no answer in time, an error status, or an
+            answer that is not ``{"hardware": [...]}``.
+        """
+        url = agent.endpoint.rstrip('/') + '/hardware'
+        headers = {'Accept': 'application/json'}
+        if self.token:
+            headers['X-Auth-Token'] = self.token
+        request = urllib.request.Request(url, headers=headers)
+        deadline = time.monotonic() + self.timeout
+        try:
+            with self._opener.open(request, timeout=self.timeout) as resp:
+                raw = self._read(resp, deadline)
+        except urllib.error.HTTPError as exc:
+            raise AgentError('GET %s answered %s: %s' % (
+                url, exc.code, _error_message(exc)))
+        except urllib.error.URLError as exc:
+            reason = exc.reason
+            if isinstance(reason, TimeoutError):
+                reason = 'no answer within %g s' % self.timeout
+            raise AgentError('GET %s failed: %s' % (url, reason))
+        except TimeoutError:
+            raise AgentError('GET %s failed: no answer within %g s'
+                             % (url, self.timeout))
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            # Connection reset, bad status line, cut-off body...
+            raise AgentError('GET %s failed: %s' % (url, exc))
+        try:
+            body = json.loads(raw.decode('utf-8'))
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise AgentError('GET %s did not answer JSON: %s' % (url, exc))
+        try:
+            jsonschema.validate(body, _AGENT_RESPONSE_SCHEMA)
+        except jsonschema.ValidationError as exc:
+            raise AgentError('GET %s answered no hardware list: %s'
+                             % (url, exc.message))
+        return body['hardware']
+
+    def _read(self, resp, deadline: float) -> bytes:
+        # The socket timeout bounds each read, not the whole body: an
+        # agent trickling bytes is cut off at the deadline.
+        chunks, size = [], 0
+        while True:
+            if time.monotonic() > deadline:
+                raise TimeoutError()
+            chunk = resp.read1(65536)
+            if not chunk:
+                return b''.join(chunks)
+            size += len(chunk)
+            if size > MAX_AGENT_RESPONSE:
+                raise AgentError('GET %s answered more than %d bytes'
+                                 % (resp.geturl(), MAX_AGENT_RESPONSE))
+            chunks.append(chunk)
+
+    def usage(self, provider: str) -> dict | None:
+        """The usages of Placement provider ``provider``; None if no such.
+
+        :raises AgentError: Placement is not configured, unreachable or
+            answered an error.
+        """
+        if self.placement is None:
+            raise AgentError(self.placement_problem)
+        try:
+            # The canonical form: "{...}" or "urn:uuid:..." spellings
+            # would make Placement answer 400, not "no such provider".
+            provider = str(uuid_lib.UUID(provider))
+        except ValueError:
+            # Not a uuid: cannot be a provider, and is not put in a URL.
+            return None
+        kwargs = {}
+        if self.placement.session.timeout is None:
+            # An unset [placement] timeout would let a hung Placement
+            # hold the request forever.
+            kwargs['timeout'] = self.timeout
+        url = '/resource_providers/%s/usages' % provider
+        try:
+            resp = self.placement.get(url, raise_exc=False, **kwargs)
+        except ks_exc.ClientException as exc:
+            raise AgentError('cannot reach Placement: %s' % exc)
+        if resp.status_code == 404:
+            return None
+        if resp.status_code != 200:
+            raise AgentError('Placement answered %s to GET %s: %s' % (
+                resp.status_code, url, resp.text[:200]))
+        try:
+            return resp.json()['usages']
+        except (ValueError, KeyError, TypeError) as exc:
+            raise AgentError('Placement answered GET %s with no usages: '
+                             '%r' % (url, exc))
+
+    def _host(self, agent: db.Agent, placement_down: list
+              ) -> tuple[list[dict], list[str]]:
+        """One agent's annotated entries, and its problems."""
+        entries, problems = [], []
+        try:
+            listed = self.fetch(agent)
+        except AgentError as exc:
+            return [], [str(exc)]
+        unknown_usage, usage_problem = 0, None
+        for index, entry in enumerate(listed):
+            try:
+                jsonschema.validate(entry, ENTRY_SCHEMA)
+            except jsonschema.ValidationError as exc:
+                where = '/'.join(str(p) for p in exc.absolute_path)
+                problems.append('hardware entry %d is invalid%s: %s' % (
+                    index, ' at %s' % where if where else '', exc.message))
+                continue
+            entry = dict(entry, host=agent.host, usage=None)
+            if not placement_down:
+                try:
+                    entry['usage'] = self.usage(entry['uuid'])
+                except AgentError as exc:
+                    # One failure is enough: the other lookups of this
+                    # request would only wait for the same timeout.
+                    placement_down.append(str(exc))
+            if placement_down:
+                unknown_usage += 1
+                usage_problem = placement_down[0]
+            entries.append(entry)
+        if unknown_usage:
+            problems.append('usage of %d device(s) unknown: %s'
+                            % (unknown_usage, usage_problem))
+        return entries, problems
+
+    # -- every agent -------------------------------------------------------
+
+    def collect(self, agents: list[db.Agent]) -> dict:
+        """``{"hardware": [...], "errors": [{"host", "message"}]}``."""
+        hardware: list[dict] = []
+        errors: list[dict] = []
+        if not agents:
+            return {'hardware': hardware, 'errors': errors}
+        # Shared by the workers: once Placement failed, stop asking it.
+        placement_down: list[str] = []
+        pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=min(POOL_SIZE, len(agents)),
+            thread_name_prefix='agent-hardware')
+        try:
+            futures = {pool.submit(self._host, agent, placement_down):
+                       agent for agent in agents}
+            # A backstop: each call bounds itself by the timeout, plus
+            # one read of up to the socket timeout; plus the usages.
+            concurrent.futures.wait(futures, timeout=3 * self.timeout + 1)
+            for future, agent in sorted(futures.items(),
+                                        key=lambda i: i[1].host):
+                if not future.done():
+                    problems = ['no answer within %g s' % self.timeout]
+                    entries = []
+                else:
+                    try:
+                        entries, problems = future.result()
+                    except Exception as exc:
+                        LOG.exception('Collecting the hardware of %s '
+                                      'failed', agent.host)
+                        entries, problems = [], ['internal error: %s'
+                                                 % exc]
+                hardware.extend(entries)
+                errors.extend({'host': agent.host, 'message': message}
+                              for message in problems)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+        for error in errors:
+            LOG.warning('Hardware of %s: %s', error['host'],
+                        error['message'])
+        return {'hardware': hardware, 'errors': errors}
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is an error: agents' APIs do not redirect.
+
+    Following one would hand the agent token to wherever it points.
+    """
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+def _error_message(exc: urllib.error.HTTPError) -> str:
+    """The message of a JSON error body (this framework's or another)."""
+    try:
+        raw = exc.read(4096)
+    except OSError:
+        return exc.reason
+    try:
+        body = json.loads(raw.decode('utf-8'))
+        if isinstance(body, dict) and isinstance(body.get('error'), dict):
+            return str(body['error'].get('message', exc.reason))
+    except (UnicodeDecodeError, ValueError):
+        pass
+    return raw.decode('utf-8', 'replace')[:200] or str(exc.reason)

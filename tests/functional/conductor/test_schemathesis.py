@@ -1,0 +1,101 @@
+"""Generated requests against a conductor process (schemathesis).
+
+The conductor's own OpenAPI document drives hypothesis: valid requests
+(positive) and requests that break the schema (negative), with the
+admin token. No answer may be a 5xx, and every answer must match the
+document's schema for its status. Without a token, every operation is a
+401.
+"""
+
+import hypothesis
+import pytest
+import requests
+import schemathesis
+from schemathesis import checks as st_checks
+from schemathesis.specs.openapi import checks as openapi_checks
+
+from tests.functional.conductor import conductor_fixture as cf
+
+#: Examples per generation mode, for POST /hello and for the GETs (whose
+#: only inputs are headers and query strings).
+POSITIVE = schemathesis.GenerationMode.POSITIVE
+NEGATIVE = schemathesis.GenerationMode.NEGATIVE
+EXAMPLES = {'POST': {POSITIVE: 400, NEGATIVE: 300},
+            'GET': {POSITIVE: 100, NEGATIVE: 100}}
+MINIMUM_REQUESTS = 1000
+CHECKS = [st_checks.not_a_server_error,
+          openapi_checks.response_schema_conformance]
+
+
+@pytest.fixture(scope='module')
+def conductor(tmp_path_factory):
+    # Generated agents register with made-up endpoints; GET /hardware
+    # must not wait long for them, and they soon turn DOWN.
+    conductor = cf.Conductor(tmp_path_factory.mktemp('conductor'),
+                             down_time=2, agent_timeout=0.3).start()
+    yield conductor
+    assert conductor.stop() == 0
+    # Nothing a client sent was a bug of the service.
+    assert ' ERROR ' not in conductor.log()
+
+
+@pytest.fixture(scope='module')
+def schema(conductor):
+    return schemathesis.openapi.from_url(
+        conductor.url + '/openapi.json',
+        headers={'X-Auth-Token': cf.READER})
+
+
+def test_generated_requests(conductor, schema):
+    session = requests.Session()
+    # "POST /hello positive" -> {status code: requests}
+    counts = {}
+
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        for mode, examples in EXAMPLES[operation.method.upper()].items():
+            key = '%s %s' % (operation.label, mode.value)
+            counts[key] = {}
+
+            @hypothesis.settings(
+                max_examples=examples, deadline=None, database=None,
+                suppress_health_check=list(hypothesis.HealthCheck))
+            @hypothesis.given(case=operation.as_strategy(
+                generation_mode=mode))
+            def run(case):
+                response = case.call(base_url=conductor.url,
+                                     session=session,
+                                     headers={'X-Auth-Token': cf.ADMIN})
+                statuses = counts[key]
+                statuses[response.status_code] = statuses.get(
+                    response.status_code, 0) + 1
+                case.validate_response(response, checks=CHECKS)
+            run()
+    total = sum(sum(statuses.values()) for statuses in counts.values())
+    print('\nschemathesis: %d requests, no 5xx, every answer as '
+          'documented; by status:' % total)
+    for key, statuses in sorted(counts.items()):
+        print('  %-25s %s' % (key, dict(sorted(statuses.items()))))
+    assert total >= MINIMUM_REQUESTS
+    # Valid registrations got through, and invalid ones were refused.
+    assert counts['POST /hello positive'].get(200, 0) > 100
+    # (401: negative cases also mangle the token header.)
+    assert set(counts['POST /hello negative']) <= {400, 401, 413, 415}
+
+
+def test_every_operation_needs_a_token(conductor, schema):
+    # From the document itself: schemathesis leaves out the operation
+    # that serves it (GET /openapi.json).
+    operations = [(method.upper(), path)
+                  for path, methods in schema.raw_schema['paths'].items()
+                  for method in methods]
+    assert len(operations) == 4
+    for method, path in operations:
+        body = ({'host': 'cn1', 'status': 'READY',
+                 'endpoint': 'http://cn1:6666'}
+                if method == 'POST' else None)
+        for token in (None, 'not-a-token'):
+            status, answer, _ = conductor.call(method, path, token=token,
+                                               body=body)
+            assert status == 401, (method, path)
+            assert answer['error']['code'] == 401

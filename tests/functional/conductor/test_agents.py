@@ -75,7 +75,12 @@ def test_silent_agent_turns_down_and_alarms_once(conductor):
     took = time.monotonic() - last_beat
     print('\nDOWN alarm logged by the monitor %.2f s after the last '
           'heartbeat (agent_down_time %d s, heartbeat interval %.1f s)'
-XX
+          % (took, DOWN_TIME, HEARTBEAT))
+    # The monitor thread checks once per heartbeat interval, and the log
+    # line reaches the file after that: one more interval of slack than
+    # the listing below, which decides DOWN on the request.
+    assert DOWN_TIME <= took <= DOWN_TIME + 2 * HEARTBEAT
+    assert agents(conductor)['cn-silent']['state'] == 'DOWN'
     # More monitor rounds and listings add nothing.
     for _ in range(4):
         agents(conductor)

@@ -20,6 +20,7 @@ from cyborg_drivers import discovery
 from cyborg_drivers import events
 from cyborg_drivers import inventory
 from cyborg_nova.agent import fence
+from cyborg_nova import notifications
 from cyborg_nova import providers
 from cyborg_nova import state as state_store
 
@@ -65,7 +66,8 @@ class LocalHost:
     def __init__(self, drivers: list[base.AcceleratorDriver],
                  sysfs_root: str, store: state_store.StateStore,
                  nodename: str, fencer: fence.Fencer | None = None,
-                 auto_ready: bool = False) -> None:
+                 auto_ready: bool = False,
+                 notifier: notifications.Notifier | None = None) -> None:
         self._discoverer = _RecordingDiscoverer(drivers, sysfs_root)
         self.inventory = inventory.HostInventory(self._discoverer)
         self.store = store
@@ -84,6 +86,9 @@ class LocalHost:
         self._fenced_state: dict[str, str] = {}
         self._refreshed = False
         self.last_errors: dict[str, str] = {}
+        self.notifier = notifier
+        # address -> state last seen, for the "ready" notification.
+        self._seen_state: dict[str, str] = {}
 
     @property
     def drivers(self) -> list[base.AcceleratorDriver]:
@@ -140,10 +145,12 @@ class LocalHost:
 
         :raises sysfs.NoSysfs: there is no PCI bus to read.
         """
+        before = self._by_address()
         change = self.inventory.refresh()
         result = self._discoverer.last_result
         self.last_errors = dict(result.driver_errors) if result else {}
         rows = self._sync(self.accelerators())
+        self._notify(before, change, rows)
         affected = self._addresses(change)
         if not self._refreshed:
             affected |= set(rows)
@@ -159,12 +166,54 @@ class LocalHost:
     def handle_event(self, event: events.PciEvent
                      ) -> list[fence.FenceResult]:
         """Re-discover the device of a udev event; fence what changed."""
+        before = self._by_address()
         change = self.inventory.handle_event(event)
         if not change:
             return []
         result = self._discoverer.last_result
         rows = self._sync(change.added + change.changed)
+        self._notify(before, change, rows)
         return self._fence(self._addresses(change), rows, result)
+
+    def _by_address(self) -> dict[str, device_model.Accelerator]:
+        return {a.address: a for a in self.accelerators()}
+
+    def _notify(self, before: dict[str, device_model.Accelerator],
+                change: inventory.Change,
+                rows: dict[str, state_store.DeviceState]) -> None:
+        """Lifecycle notifications for what this discovery changed."""
+        if self.notifier is None:
+            return
+
+        def emit(event, accelerator, reason=None):
+            row = rows.get(accelerator.address)
+            self.notifier.emit(event, accelerator, self.nodename,
+                               row.state if row else None, reason)
+        for accelerator in change.added:
+            emit('discovered', accelerator)
+        for accelerator in change.removed:
+            emit('removed', accelerator, 'not on the bus any more')
+        for accelerator in change.changed:
+            old = before.get(accelerator.address)
+            if accelerator.problems and not (old and old.problems):
+                emit('unhealthy', accelerator,
+                     '; '.join(accelerator.problems))
+            elif old and old.problems and not accelerator.problems:
+                emit('healthy', accelerator)
+        added = {a.address for a in change.added}
+        for accelerator in self.accelerators():
+            row = rows.get(accelerator.address)
+            if row is None:
+                continue
+            previous = self._seen_state.get(accelerator.address)
+            self._seen_state[accelerator.address] = row.state
+            # Ready now and not before; a device the agent first sees at
+            # its start is not news unless it was just discovered.
+            became_ready = (previous not in (None, state_store.READY)
+                            or (previous is None
+                                and accelerator.address in added))
+            if row.state == state_store.READY and became_ready:
+                emit('ready', accelerator)
 
     @staticmethod
     def _addresses(change: inventory.Change) -> set[str]:

@@ -43,6 +43,7 @@ from cyborg_nova.api import server
 from cyborg_nova import conf as cn_conf
 from cyborg_nova.conf import agent as agent_conf
 from cyborg_nova import lifecycle
+from cyborg_nova import notifications
 from cyborg_nova import placement
 from cyborg_nova import state as state_store
 
@@ -124,7 +125,8 @@ class Agent:
         drivers = loader.load(conf, self._driver_names)
         self.local = host.LocalHost(
             drivers, conf.cyborg_nova.sysfs_root, self.store,
-            self.nodename, self._fencer(), conf.cyborg_nova.auto_ready)
+            self.nodename, self._fencer(), conf.cyborg_nova.auto_ready,
+            notifications.Notifier(conf, '%s.%s' % (PROG, self.nodename)))
         self.registry = remote.Registry(opts.driver_failure_threshold,
                                         opts.driver_poll_interval)
         self.discovery = Discovery(self._discover, opts.discovery_interval)

@@ -53,6 +53,8 @@ class Host:
             'placement': {'auth_type': 'admin_token',
                           'endpoint': placement_endpoint,
                           'token': 'admin'},
+            # Lifecycle notifications into the agent's log.
+            'oslo_messaging_notifications': {'driver': 'log'},
         })
 
     def device_link(self, address: str) -> str:

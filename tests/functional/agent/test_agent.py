@@ -92,6 +92,12 @@ def test_discovery_sees_a_removed_device_and_fences_it(host):
     base.wait_for(lambda: reserved(host, address) == {'FPGA': (0, 1)},
                   what='the provider to be unfenced')
     assert host.placement.traits(uuid_) == traits
+    # Versioned lifecycle notifications (log driver): gone, then back.
+    log = host.agent.log()
+    removed = log.index('accelerator.removed')
+    assert address in log[removed:removed + 2000]
+    assert 'AcceleratorPayload' in log[removed:removed + 2000]
+    assert log.index('accelerator.discovered', removed) > removed
 
 
 def test_a_state_change_in_the_store_is_fenced_at_the_next_discovery(host):

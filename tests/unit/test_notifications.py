@@ -1,0 +1,54 @@
+"""Lifecycle notifications: versioned payloads through oslo.messaging."""
+
+from oslo_config import cfg
+import oslo_messaging
+from oslo_messaging.notify import _impl_test
+import pytest
+
+from cyborg_drivers import device
+from cyborg_nova import notifications
+
+ACC = device.Accelerator(
+    address='0000:3b:00.0', driver='intel_qat', device_type='CRYPTO',
+    resource_class='CUSTOM_QAT', traits=('CUSTOM_QAT',), total=16,
+    vendor_id='8086', product_id='4940', class_code='0x0b4000',
+    problems=('QAT device state is down',))
+
+
+def notifier(driver):
+    conf = cfg.ConfigOpts()
+    conf([])
+    oslo_messaging.get_notification_transport(conf)
+    conf.set_override('driver', [driver] if driver else [],
+                      group='oslo_messaging_notifications')
+    return notifications.Notifier(conf, 'cyborg-nova-agent.cn1')
+
+
+def test_noop_by_default_sends_nothing():
+    _impl_test.reset()
+    n = notifier(None)
+    assert not n.enabled
+    n.emit('removed', ACC, 'cn1', 'ready')
+    assert _impl_test.NOTIFICATIONS == []
+
+
+def test_versioned_payload():
+    _impl_test.reset()
+    n = notifier('test')
+    n.emit('unhealthy', ACC, 'cn1', 'ready', 'QAT device state is down')
+    ((ctxt, message, priority, retry),) = _impl_test.NOTIFICATIONS
+    assert priority == 'WARN'
+    assert message['event_type'] == 'accelerator.unhealthy'
+    assert message['publisher_id'] == 'cyborg-nova-agent.cn1'
+    body = message['payload']
+    assert body['cyborg_nova_object.name'] == 'AcceleratorPayload'
+    assert body['cyborg_nova_object.version'] == '1.0'
+    data = body['cyborg_nova_object.data']
+    assert data['uuid'] == device.device_uuid('cn1', '0000:3b:00.0')
+    assert data['problems'] == ['QAT device state is down']
+    assert data['state'] == 'ready'
+
+
+def test_unknown_event_is_a_bug():
+    with pytest.raises(ValueError):
+        notifier('test').emit('exploded', ACC, 'cn1', None)

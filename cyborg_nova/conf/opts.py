@@ -4,6 +4,7 @@ from cyborg_drivers import loader
 from cyborg_nova.conf import agent
 from cyborg_nova.conf import conductor
 from cyborg_nova.conf import cyborg_nova
+from cyborg_nova.conf import privsep as privsep_conf
 
 
 def list_opts():
@@ -11,5 +12,6 @@ def list_opts():
             for group, options in cyborg_nova.list_opts().items()]
     opts.extend(agent.list_opts().items())
     opts.extend(conductor.list_opts().items())
+    opts.extend(privsep_conf.list_opts().items())
     opts.extend(loader.list_opts())
     return opts

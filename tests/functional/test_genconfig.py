@@ -21,7 +21,8 @@ def test_generator_writes_every_group(tmp_path):
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
     for group in ('cyborg_nova', 'cyborg_generic', 'cyborg_nic_sriov',
-                  'cyborg_nvidia_gpu', 'cyborg_fake'):
+                  'cyborg_nvidia_gpu', 'cyborg_fake', 'cyborg_agent',
+                  'cyborg_conductor', 'cyborg_nova_privsep'):
         assert '[%s]' % group in text
     for option in ('#enabled_drivers = nvidia_gpu,intel_fpga,xilinx_fpga,'
                    'intel_qat', '#sysfs_root = /sys', '#auto_ready = false',

@@ -1,0 +1,121 @@
+"""``whitelist show`` and ``whitelist sync``: Nova's [pci] device_spec."""
+
+from __future__ import annotations
+
+import os
+
+from cliff import command
+from cliff import lister
+from oslo_config import cfg
+
+from cyborg_nova.cmd import columns
+from cyborg_nova.conf import privsep as privsep_conf
+from cyborg_nova import whitelist
+
+
+def start_privsep(conf: cfg.ConfigOpts) -> None:
+    """Make the nova_config privsep daemon read this command's files.
+
+    oslo.privsep builds the daemon from the global ``cfg.CONF`` (its
+    ``[cyborg_nova_privsep_nova_config]`` section, and the config files
+    it passes to privsep-helper), while the command reads its own
+    ConfigOpts; so the global one is loaded from the same files, as a
+    service's main() would. Run as root without a ``helper_command``, the
+    daemon is forked (it still drops to the context's capabilities)
+    instead of being started through sudo.
+    """
+    priv_context = whitelist.quiet_import('oslo_privsep.priv_context')
+    privsep = whitelist.quiet_import('privsep')
+    privsep_conf.register_opts(cfg.CONF)
+    cfg.CONF([], project='nova',
+             default_config_files=list(conf.config_file or []),
+             default_config_dirs=[])
+    context = privsep.nova_config
+    if (os.geteuid() == 0 and not context.conf.helper_command
+            and context.channel is None):
+        context.start(priv_context.Method.FORK)
+
+
+class WhitelistShow(lister.Lister):
+    """List Nova's [pci] device_spec entries and what they match here.
+
+    Reads device_spec from the configuration files (and the drop-in that
+    "whitelist sync" writes, [cyborg_nova_privsep] pci_device_spec_file)
+    with Nova's own parser, and matches each entry against this host's PCI
+    functions as Nova would. "conflicts" lists the functions an entry
+    matches that cyborg-nova manages (the accelerators of the drivers
+    nova-compute runs, and their units); each conflict is also reported
+    on stderr. Writes nothing.
+    """
+
+    def take_action(self, parsed_args):
+        conf = self.app.conf
+        root = conf.cyborg_nova.sysfs_root
+        entries = whitelist.read_device_spec(whitelist.config_files(conf))
+        managed, errors = whitelist.managed_functions(
+            conf, root, whitelist.driver_names(conf))
+        host = whitelist.host_functions(root)
+        warn = self.app.stderr.write
+        for name, error in sorted(errors.items()):
+            warn('warning: driver %s found nothing (%s); its devices are '
+                 'not checked\n' % (name, error))
+        rows = []
+        for entry in entries:
+            clashes = whitelist.conflicts([entry], managed)
+            for clash in clashes:
+                warn('conflict: %s\n' % clash.message())
+            rows.append((
+                entry.source, entry.text,
+                columns.ListColumn([f.address for f in host
+                                    if entry.matches(f)]),
+                columns.ListColumn([c.function.address for c in clashes])))
+        return ('source', 'entry', 'matches', 'conflicts'), rows
+
+
+class WhitelistSync(command.Command):
+    """Hand devices to Nova's PCI passthrough, never managed ones.
+
+    Writes [pci] device_spec for the devices given with --passthrough to
+    the drop-in [cyborg_nova_privsep] pci_device_spec_file (through the
+    nova_config privsep daemon), replacing what an earlier sync wrote;
+    with no --passthrough the drop-in is emptied. Refused, with nothing
+    written, when a device given is managed by cyborg-nova, when a
+    device_spec entry elsewhere in the configuration matches a managed
+    device, or when a driver fails to discover. nova-compute reads
+    device_spec only when it starts: the command says when to restart it.
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument(
+            '--passthrough', action='append', default=[],
+            metavar='ADDRESS[:RESOURCE_CLASS[:TRAIT,...]]',
+            help='A device for Nova to pass through, by full PCI address, '
+                 'optionally with the resource class and traits Nova '
+                 'reports it with in Placement ([pci] '
+                 'report_in_placement). Repeat for more.')
+        parser.add_argument(
+            '--dry-run', action='store_true',
+            help='Check and print the drop-in; write nothing.')
+        return parser
+
+    def take_action(self, parsed_args):
+        conf = self.app.conf
+        plan = whitelist.plan_sync(conf, conf.cyborg_nova.sysfs_root,
+                                   whitelist.driver_names(conf),
+                                   parsed_args.passthrough)
+        out = self.app.stdout.write
+        for warning in plan.warnings:
+            self.app.stderr.write('warning: %s\n' % warning)
+        if parsed_args.dry_run:
+            out(plan.content)
+            return
+        start_privsep(conf)
+        result = whitelist.sync(plan)
+        if not result['changed']:
+            out('%s is up to date; nothing to restart\n' % result['path'])
+            return
+        out('wrote %d device_spec entr%s to %s\n'
+            % (result['entries'], 'y' if result['entries'] == 1 else 'ies',
+               result['path']))
+        out(whitelist.RESTART_NOTE + '\n')

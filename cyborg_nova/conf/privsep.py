@@ -1,0 +1,83 @@
+"""Options of the ``[cyborg_nova_privsep]`` group: the privileged side.
+
+The privsep daemons read these from their own configuration (the files
+``privsep-helper`` is started with), never from the caller: an
+unprivileged caller that could choose the sysfs root or the drop-in file
+could make a daemon write anywhere. Each privsep context also has its own
+section (oslo.privsep's ``user``, ``group``, ``capabilities``,
+``helper_command``...), named by the ``*_SECTION`` constants below.
+"""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+GROUP = cfg.OptGroup(
+    'cyborg_nova_privsep',
+    title='cyborg-nova privileged helpers',
+    help='What the privsep daemons of cyborg-nova may touch. Read by the '
+         'daemons themselves, not by the services that call them.')
+
+#: oslo.privsep sections of the contexts in ``privsep/__init__.py``.
+SYSFS_SECTION = 'cyborg_nova_privsep_sysfs'
+NOVA_CONFIG_SECTION = 'cyborg_nova_privsep_nova_config'
+LIBVIRT_SECTION = 'cyborg_nova_privsep_libvirt'
+
+DEFAULT_DEVICE_SPEC_FILE = '/etc/nova/nova.conf.d/60-cyborg-nova-pci.conf'
+
+OPTS = [
+    cfg.StrOpt(
+        'sysfs_root',
+        default='/sys',
+        help="""
+Where sysfs is mounted, as the privsep daemons see it. Device binding,
+VF counts and mediated devices are written below
+``<sysfs_root>/bus/pci``, and every PCI address a caller passes must
+name a device that exists there.
+
+Only tests point this elsewhere (at a fake tree built from a host
+profile).
+
+Related options:
+
+* ``[cyborg_nova] sysfs_root`` (what discovery reads; set both together)
+"""),
+    cfg.StrOpt(
+        'pci_device_spec_file',
+        default=DEFAULT_DEVICE_SPEC_FILE,
+        help="""
+The oslo.config drop-in that ``cyborg-nova whitelist sync`` writes Nova's
+``[pci] device_spec`` to (an absolute path). The file is replaced
+atomically and always holds only what the last sync wrote; entries
+operators keep in ``nova.conf`` itself are not touched.
+
+nova-compute reads it only if it is started with ``--config-dir`` naming
+its directory (``/etc/nova/nova.conf.d`` on most distributions), or with
+an extra ``--config-file`` naming it. The directory must exist.
+
+Related options:
+
+* ``pci_device_spec_group``
+"""),
+    cfg.StrOpt(
+        'pci_device_spec_group',
+        help="""
+Group that owns ``pci_device_spec_file``; the file is mode 0640, so this
+group must include the user nova-compute runs as. Unset (default): the
+group of the file's directory (``/etc/nova`` and its ``nova.conf.d`` are
+``root:nova`` on most distributions).
+
+Related options:
+
+* ``pci_device_spec_file``
+"""),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(GROUP)
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts() -> dict:
+    return {GROUP: OPTS}

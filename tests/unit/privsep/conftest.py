@@ -1,0 +1,57 @@
+"""Fixtures of the privileged modules' unit tests."""
+
+import os
+
+from oslo_config import cfg
+from oslo_config import fixture as cfg_fixture
+import pytest
+
+from cyborg_nova.conf import privsep as privsep_conf
+import privsep
+from privsep import _common
+from tests.unit.privsep import fakesysfs
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """The gpu-host profile as a sysfs tree with vfio-pci loaded."""
+    return fakesysfs.build(str(tmp_path / 'sys'))
+
+
+@pytest.fixture
+def writes(monkeypatch, tree):
+    """Every sysfs write, in order, as (path below the tree, value).
+
+    A fake tree keeps only the last value of a file; the order of writes
+    (override before probe, 0 before a new VF count) is what the kernel
+    needs, so it is recorded here while the real write still happens.
+    """
+    done = []
+    real = _common.write_attr
+
+    def record(path, value):
+        done.append((os.path.relpath(path, tree), value))
+        real(path, value)
+    monkeypatch.setattr(_common, 'write_attr', record)
+    return done
+
+
+@pytest.fixture
+def daemon_conf(tree):
+    """Entrypoints run in this process, configured as a daemon would be.
+
+    The sysfs root comes from ``[cyborg_nova_privsep] sysfs_root`` of the
+    global configuration, as in the daemon; client mode is off, so the
+    decorated functions run here instead of being sent to a daemon.
+    """
+    privsep_conf.register_opts(cfg.CONF)
+    fixture = cfg_fixture.Config(cfg.CONF)
+    fixture.setUp()
+    fixture.config(sysfs_root=tree, group=privsep_conf.GROUP.name)
+    contexts = (privsep.sysfs_admin, privsep.nova_config)
+    for context in contexts:
+        context.set_client_mode(False)
+    yield fixture
+    for context in contexts:
+        context.set_client_mode(True)
+    fixture.cleanUp()

@@ -1,0 +1,59 @@
+"""Fake sysfs trees for the privileged modules, and what they lack.
+
+A tree from :mod:`cyborg_drivers.fake.hosttree` has the device side of
+sysfs; the privileged writes also need a few bus-level files the kernel
+always has (``bus/pci/drivers_probe``, a loaded vfio-pci driver) and
+mediated devices to remove. There is no kernel behind the files, so a
+write only changes a file's content: tests assert that content.
+"""
+
+import hashlib
+import os
+
+from cyborg_drivers.fake import hosttree
+
+GPU_HOST = 'gpu-host'
+CRYPTO_NIC_HOST = 'crypto-nic-host'
+
+
+def build(root, profile=GPU_HOST, vfio=True):
+    """Build ``profile`` at ``root`` with the kernel's bus files."""
+    hosttree.build_tree(hosttree.profile_path(profile), root)
+    bus = os.path.join(root, 'bus', 'pci')
+    open(os.path.join(bus, 'drivers_probe'), 'w').close()
+    if vfio:
+        driver = os.path.join(bus, 'drivers', 'vfio-pci')
+        os.makedirs(driver)
+        for name in ('bind', 'unbind', 'new_id', 'remove_id'):
+            open(os.path.join(driver, name), 'w').close()
+    return root
+
+
+def device(root, address, *parts):
+    return os.path.join(root, 'bus', 'pci', 'devices', address, *parts)
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def add_mdev(root, parent, mdev_uuid):
+    """A mediated device under ``parent``, as the kernel would show it."""
+    path = device(root, parent, mdev_uuid)
+    os.makedirs(path)
+    open(os.path.join(path, 'remove'), 'w').close()
+    return path
+
+
+def snapshot(root):
+    """Every regular file of the tree and a digest of its content."""
+    state = {}
+    for top, _dirs, files in os.walk(root):
+        for name in files:
+            path = os.path.join(top, name)
+            if os.path.islink(path):
+                continue
+            with open(path, 'rb') as f:
+                state[path] = hashlib.sha256(f.read()).hexdigest()
+    return state

@@ -1,0 +1,194 @@
+"""privsep.pci: vfio-pci binding and VF counts, on a fake sysfs tree."""
+
+import os
+
+import pytest
+
+import privsep
+from privsep import pci
+from tests.unit.privsep import fakesysfs
+
+T4 = '0000:3c:00.0'          # Tesla T4, bound to nvidia
+A100 = '0000:5f:00.0'        # A100, SR-IOV: 4 of 16 VFs enabled
+A10 = '0000:af:00.0'         # A10, no SR-IOV
+ROOT_PORT = '0000:3a:00.0'   # a bridge (pcieport)
+
+BAD_ADDRESSES = [
+    ('../../../etc', privsep.PathLikeArgument),
+    ('0000:3c:00.0/../../..', privsep.PathLikeArgument),
+    ('/sys/bus/pci/devices/0000:3c:00.0', privsep.PathLikeArgument),
+    ('0000:3c:00.0\0', privsep.PathLikeArgument),
+    ('0000:3C:00.0', privsep.NotAPciAddress),
+    ('3c:00.0', privsep.NotAPciAddress),
+    ('0000:3c:00.8', privsep.NotAPciAddress),
+    ('', privsep.NotAPciAddress),
+    ('0000:3c:00.0 ', privsep.NotAPciAddress),
+    (None, privsep.InvalidArgument),
+    (0x3c00, privsep.InvalidArgument),
+    ('0000:ff:1f.7', privsep.NoSuchDevice),
+]
+CALLS = {
+    'bind_vfio': lambda root, address: pci._bind_vfio(root, address),
+    'unbind': lambda root, address: pci._unbind(root, address),
+    'set_num_vfs': lambda root, address: pci._set_num_vfs(root, address, 1),
+}
+
+
+@pytest.mark.parametrize('call', sorted(CALLS))
+@pytest.mark.parametrize('address, error', BAD_ADDRESSES)
+def test_bad_address_refused_before_any_write(tree, call, address, error):
+    before = fakesysfs.snapshot(tree)
+    with pytest.raises(error) as info:
+        CALLS[call](tree, address)
+    assert isinstance(info.value, ValueError)
+    message = str(info.value)
+    if isinstance(address, str):
+        # The message names what was refused.
+        assert repr(address) in message or address in message
+    else:
+        assert 'must be a string' in message
+    assert fakesysfs.snapshot(tree) == before
+
+
+def test_errors_survive_the_privsep_channel():
+    # The client re-raises ``cls(*args)``: one message argument each.
+    for cls in (privsep.InvalidArgument, privsep.NotAPciAddress,
+                privsep.NoSuchDevice, privsep.PathLikeArgument,
+                privsep.UnknownAttribute, privsep.OutOfRange,
+                privsep.NotPossible):
+        error = cls('why')
+        assert str(type(error)(*error.args)) == 'why'
+    assert issubclass(privsep.OutOfRange, ValueError)
+
+
+def test_bind_vfio_overrides_unbinds_and_probes(tree, writes):
+    assert pci._bind_vfio(tree, T4) == 'nvidia'  # no kernel to rebind
+    assert writes == [
+        ('bus/pci/devices/%s/driver_override' % T4, 'vfio-pci'),
+        ('bus/pci/devices/%s/driver/unbind' % T4, T4),
+        ('bus/pci/drivers_probe', T4),
+    ]
+    assert fakesysfs.read(fakesysfs.device(tree, T4,
+                                           'driver_override')) == 'vfio-pci'
+    assert fakesysfs.read(os.path.join(tree, 'bus', 'pci', 'drivers',
+                                       'nvidia', 'unbind')) == T4
+    assert fakesysfs.read(os.path.join(tree, 'bus', 'pci',
+                                       'drivers_probe')) == T4
+
+
+def test_bind_vfio_of_an_unbound_device_skips_the_unbind(tree, writes):
+    os.unlink(fakesysfs.device(tree, A10, 'driver'))
+    pci._bind_vfio(tree, A10)
+    assert [value for _, value in writes] == ['vfio-pci', A10]
+    assert writes[1][0] == 'bus/pci/drivers_probe'
+
+
+def test_bind_vfio_when_already_bound_writes_nothing(tree, writes):
+    link = fakesysfs.device(tree, A10, 'driver')
+    os.unlink(link)
+    os.symlink(os.path.join(tree, 'bus', 'pci', 'drivers', 'vfio-pci'),
+               link)
+    with open(fakesysfs.device(tree, A10, 'driver_override'), 'w') as f:
+        f.write('vfio-pci\n')
+    assert pci._bind_vfio(tree, A10) == 'vfio-pci'
+    assert writes == []
+
+
+def test_bind_vfio_needs_vfio_pci_loaded(tmp_path):
+    root = fakesysfs.build(str(tmp_path / 'sys'), vfio=False)
+    before = fakesysfs.snapshot(root)
+    with pytest.raises(privsep.NotPossible, match='modprobe vfio-pci'):
+        pci._bind_vfio(root, T4)
+    assert fakesysfs.snapshot(root) == before
+
+
+def test_bridges_are_never_rebound(tree):
+    before = fakesysfs.snapshot(tree)
+    for call in (pci._bind_vfio, pci._unbind):
+        with pytest.raises(privsep.InvalidArgument, match='bridge'):
+            call(tree, ROOT_PORT)
+    assert fakesysfs.snapshot(tree) == before
+
+
+def test_device_without_driver_override_is_refused(tree):
+    os.unlink(fakesysfs.device(tree, T4, 'driver_override'))
+    before = fakesysfs.snapshot(tree)
+    with pytest.raises(privsep.UnknownAttribute, match='driver_override'):
+        pci._bind_vfio(tree, T4)
+    assert fakesysfs.snapshot(tree) == before
+
+
+def test_unbind_clears_the_override_and_unbinds(tree, writes):
+    pci._bind_vfio(tree, T4)
+    del writes[:]
+    assert pci._unbind(tree, T4) == 'nvidia'
+    assert writes == [
+        ('bus/pci/devices/%s/driver_override' % T4, '\n'),
+        ('bus/pci/devices/%s/driver/unbind' % T4, T4),
+    ]
+
+
+def test_unbind_of_an_unbound_device_writes_nothing(tree, writes):
+    os.unlink(fakesysfs.device(tree, A10, 'driver'))
+    assert pci._unbind(tree, A10) is None
+    assert writes == []
+
+
+def test_set_num_vfs_goes_through_zero(tree, writes):
+    assert pci._set_num_vfs(tree, A100, 8) == 8
+    numvfs = 'bus/pci/devices/%s/sriov_numvfs' % A100
+    assert writes == [(numvfs, '0'), (numvfs, '8')]
+    assert fakesysfs.read(os.path.join(tree, numvfs)) == '8'
+
+
+@pytest.mark.parametrize('count, expected', [
+    (0, ['0']), (4, []), (16, ['0', '16'])])
+def test_set_num_vfs_writes_only_what_is_needed(tree, writes, count,
+                                                expected):
+    pci._set_num_vfs(tree, A100, count)
+    assert [value for _, value in writes] == expected
+
+
+def test_set_num_vfs_from_zero_writes_once(tree, writes):
+    pci._set_num_vfs(tree, A100, 0)
+    del writes[:]
+    pci._set_num_vfs(tree, A100, 3)
+    assert [value for _, value in writes] == ['3']
+
+
+@pytest.mark.parametrize('count, error', [
+    (17, privsep.OutOfRange),
+    (-1, privsep.OutOfRange),
+    (2 ** 64, privsep.OutOfRange),
+    (True, privsep.InvalidArgument),
+    ('8', privsep.InvalidArgument),
+    (8.0, privsep.InvalidArgument),
+    (None, privsep.InvalidArgument),
+])
+def test_bad_counts_refused_before_any_write(tree, count, error):
+    before = fakesysfs.snapshot(tree)
+    with pytest.raises(error):
+        pci._set_num_vfs(tree, A100, count)
+    assert fakesysfs.snapshot(tree) == before
+
+
+def test_set_num_vfs_needs_an_sriov_pf(tree):
+    before = fakesysfs.snapshot(tree)
+    with pytest.raises(privsep.UnknownAttribute,
+                       match='not an SR-IOV physical function'):
+        pci._set_num_vfs(tree, A10, 1)
+    assert fakesysfs.snapshot(tree) == before
+
+
+def test_entrypoints_take_the_root_from_the_daemon_config(tree, daemon_conf):
+    assert privsep.pci.set_num_vfs(A100, 2) == 2
+    assert fakesysfs.read(fakesysfs.device(tree, A100,
+                                           'sriov_numvfs')) == '2'
+    privsep.pci.bind_vfio(T4)
+    assert fakesysfs.read(fakesysfs.device(tree, T4,
+                                           'driver_override')) == 'vfio-pci'
+    assert privsep.pci.unbind(T4) == 'nvidia'
+    daemon_conf.config(sysfs_root=str(tree) + '-elsewhere',
+                       group='cyborg_nova_privsep')
+    with pytest.raises(privsep.NoSuchDevice):
+        privsep.pci.set_num_vfs(A100, 2)

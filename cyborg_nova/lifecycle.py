@@ -131,3 +131,73 @@ def uninstall(conf: cfg.ConfigOpts, store: state_store.StateStore,
     store.set_driver(name, False)
     LOG.info('Driver %s uninstalled on %s', name, nodename)
     return done
+
+
+def update_vfs(conf: cfg.ConfigOpts, store: state_store.StateStore,
+               nodename: str, name: str, num_vfs: int, allocations_for,
+               set_num_vfs, address: str | None = None) -> list[str]:
+    """Change the VF count of driver ``name``'s SR-IOV devices.
+
+    Refused while anything holds one of those devices: the kernel changes
+    a VF count by removing every VF first. Each device is held while its
+    VFs change and gets its state back afterwards; nova-compute reports
+    the new total at its next update.
+
+    :param set_num_vfs: ``(address, count)``, the privileged write.
+    :raises LifecycleError: no such device, in use, or the write failed.
+    """
+    try:
+        driver, found = discover_with(conf, name)
+    except base.DriverError as exc:
+        raise LifecycleError(str(exc))
+    targets = [a for a in found if a.sriov is not None
+               and (address is None or a.address == address)]
+    if not targets:
+        raise LifecycleError('driver %s has no SR-IOV device%s here'
+                             % (name, ' at %s' % address if address
+                                else ''))
+    for accelerator in targets:
+        if not 0 <= num_vfs <= accelerator.sriov.total_vfs:
+            raise LifecycleError(
+                '%d VFs is out of range for %s: 0 to %d (sriov_totalvfs); '
+                'nothing was changed' % (num_vfs, accelerator.address,
+                                         accelerator.sriov.total_vfs))
+        uuid = providers.provider_uuid(nodename, accelerator.address)
+        consumers = allocations_for(uuid)
+        if consumers is None:
+            raise LifecycleError(
+                'cannot read the allocations of %s from Placement; nothing '
+                'was changed' % accelerator.address)
+        if consumers:
+            raise LifecycleError(
+                '%s is in use by instance(s) %s: changing its VF count '
+                'would remove their VFs; nothing was changed'
+                % (accelerator.address, ', '.join(sorted(consumers))))
+    rows = store.sync(nodename, targets, state_store.INACTIVE)
+    done = []
+    for accelerator in targets:
+        row = rows[accelerator.address]
+        store.set_state(nodename, accelerator.address, state_store.HELD,
+                        'changing the VF count')
+        try:
+            set_num_vfs(accelerator.address, num_vfs)
+        except ValueError as exc:
+            # Refused before anything was written (privsep's
+            # InvalidArgument is a ValueError): the device is as it was.
+            store.set_state(nodename, accelerator.address, row.state,
+                            row.reason)
+            raise LifecycleError('setting %d VFs on %s refused: %s'
+                                 % (num_vfs, accelerator.address, exc))
+        except Exception as exc:
+            raise LifecycleError(
+                'setting %d VFs on %s failed: %s; the device stays held '
+                '(cyborg-nova device-set-state to release it)'
+                % (num_vfs, accelerator.address, exc))
+        store.set_state(nodename, accelerator.address, row.state,
+                        row.reason)
+        done.append('%s: %d -> %d VFs' % (accelerator.address,
+                                          accelerator.sriov.num_vfs,
+                                          num_vfs))
+    LOG.info('Driver %s on %s: VF counts changed: %s', name, nodename,
+             '; '.join(done))
+    return done

@@ -60,3 +60,43 @@ class UninstallDriver(command.Command):
             self.app.stdout.write(line + '\n')
         self.app.stdout.write('driver %s uninstalled\n'
                               % parsed_args.driver)
+
+
+class UpdateDriver(command.Command):
+    """Change a driver's devices on this host, e.g. their VF count.
+
+    --num-vfs N sets the number of SR-IOV VFs of the driver's devices (or
+    of --device only) through the sysfs_admin privsep helper. Refused
+    while any of those devices holds allocations in Placement (the
+    message names the instances): the kernel removes every VF to change
+    the count. nova-compute reports the new inventory at its next update.
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('driver', help='driver name (driver-list)')
+        parser.add_argument('--num-vfs', type=int, required=True,
+                            metavar='N', help='SR-IOV VFs to enable')
+        parser.add_argument('--device', metavar='ADDRESS',
+                            help='only the device at this PCI address')
+        hostargs.add_nodename(parser)
+        placement.register_argparse(parser)
+        return parser
+
+    def take_action(self, parsed_args):
+        conf = self.app.conf
+        if parsed_args.num_vfs < 0:
+            raise lifecycle.LifecycleError('--num-vfs must be 0 or more')
+        client = hostargs.placement_client(self.app, parsed_args)
+
+        def set_num_vfs(address, count):
+            hostargs.start_privsep(conf, 'sysfs_admin')
+            from privsep import pci
+            return pci.set_num_vfs(address, count)
+        done = lifecycle.update_vfs(
+            conf, hostargs.store(conf), parsed_args.nodename,
+            parsed_args.driver, parsed_args.num_vfs,
+            hostargs.allocations_lookup(client), set_num_vfs,
+            parsed_args.device)
+        for line in done:
+            self.app.stdout.write(line + '\n')

@@ -2,38 +2,13 @@
 
 from __future__ import annotations
 
-import os
 
 from cliff import command
 from cliff import lister
-from oslo_config import cfg
 
 from cyborg_nova.cmd import columns
-from cyborg_nova.conf import privsep as privsep_conf
+from cyborg_nova.cmd import hostargs
 from cyborg_nova import whitelist
-
-
-def start_privsep(conf: cfg.ConfigOpts) -> None:
-    """Make the nova_config privsep daemon read this command's files.
-
-    oslo.privsep builds the daemon from the global ``cfg.CONF`` (its
-    ``[cyborg_nova_privsep_nova_config]`` section, and the config files
-    it passes to privsep-helper), while the command reads its own
-    ConfigOpts; so the global one is loaded from the same files, as a
-    service's main() would. Run as root without a ``helper_command``, the
-    daemon is forked (it still drops to the context's capabilities)
-    instead of being started through sudo.
-    """
-    priv_context = whitelist.quiet_import('oslo_privsep.priv_context')
-    privsep = whitelist.quiet_import('privsep')
-    privsep_conf.register_opts(cfg.CONF)
-    cfg.CONF([], project='nova',
-             default_config_files=list(conf.config_file or []),
-             default_config_dirs=[])
-    context = privsep.nova_config
-    if (os.geteuid() == 0 and not context.conf.helper_command
-            and context.channel is None):
-        context.start(priv_context.Method.FORK)
 
 
 class WhitelistShow(lister.Lister):
@@ -110,7 +85,7 @@ class WhitelistSync(command.Command):
         if parsed_args.dry_run:
             out(plan.content)
             return
-        start_privsep(conf)
+        hostargs.start_privsep(conf, 'nova_config')
         result = whitelist.sync(plan)
         if not result['changed']:
             out('%s is up to date; nothing to restart\n' % result['path'])

@@ -20,13 +20,28 @@ PAC = '0000:5e:00.0'
 def host(tmp_path):
     server = placement_fixture.PlacementServer()
     server.setUp()
+    yield make_host(tmp_path, server, 'fpga-host', 'intel_fpga,xilinx_fpga')
+    server.cleanUp()
+
+
+@pytest.fixture
+def crypto_host(tmp_path):
+    server = placement_fixture.PlacementServer()
+    server.setUp()
+    yield make_host(tmp_path, server, 'crypto-nic-host', 'intel_qat')
+    server.cleanUp()
+
+
+def make_host(tmp_path, server, profile, drivers):
     root = str(tmp_path / 'sys')
-    hosttree.build_tree(hosttree.profile_path('fpga-host'), root)
+    hosttree.build_tree(hosttree.profile_path(profile), root)
     state = str(tmp_path / 'state.sqlite')
     conf = tmp_path / 'nova.conf'
     conf.write_text('[cyborg_nova]\nsysfs_root = %s\nstate_path = %s\n'
-                    'enabled_drivers = intel_fpga,xilinx_fpga\n'
-                    % (root, state))
+                    'enabled_drivers = %s\n'
+                    # The privileged side's own view of sysfs.
+                    '[cyborg_nova_privsep]\nsysfs_root = %s\n'
+                    % (root, state, drivers, root))
 
     class Host:
         endpoint = server.endpoint
@@ -37,7 +52,7 @@ def host(tmp_path):
                  os.path.join(placement_fixture.TOOLS, 'report_host.py'),
                  '--placement', server.endpoint, '--nodename', NODE,
                  '--sysfs-root', root, '--state-path', state,
-                 '--drivers', 'intel_fpga,xilinx_fpga'],
+                 '--drivers', drivers],
                 capture_output=True, text=True, timeout=120)
             assert proc.returncode == 0, proc.stderr
 
@@ -66,8 +81,14 @@ def host(tmp_path):
         def providers(self):
             return {rp['name']: rp for rp in self.placement(
                 'GET', '/resource_providers')['resource_providers']}
-    yield Host()
-    server.cleanUp()
+
+        def inventory(self, address):
+            uuid_ = self.providers()['%s_accelerator_%s' % (NODE, address)][
+                'uuid']
+            return self.placement('GET', '/resource_providers/%s/inventories'
+                                  % uuid_)['inventories']
+    Host.root = root
+    return Host()
 
 
 def test_device_state_and_driver_lifecycle(host):
@@ -141,3 +162,47 @@ def test_service_list_and_bad_input(host):
     rc, _, err = host.cli('install-driver', 'warp_drive')
     assert rc == 1 and "unknown driver 'warp_drive'" in err
     assert 'Traceback' not in err
+
+
+def test_update_driver_changes_vf_count_unless_in_use(crypto_host):
+    host = crypto_host
+    qat = '0000:70:00.0'
+    host.report()
+    assert host.inventory(qat)['CUSTOM_QAT']['total'] == 16
+    rc, out, err = host.cli('update-driver', 'intel_qat', '--num-vfs', '8',
+                            '--device', qat, '--nodename', NODE)
+    assert rc == 0, err
+    assert '%s: 16 -> 8 VFs' % qat in out
+    # Written through the sysfs_admin privsep daemon into the device.
+    numvfs = os.path.join(host.root, 'bus', 'pci', 'devices', qat,
+                          'sriov_numvfs')
+    with open(numvfs) as f:
+        assert f.read().strip() == '8'
+    host.report()
+    assert host.inventory(qat)['CUSTOM_QAT']['total'] == 8
+    rc, out, _ = host.cli('device-list', '--nodename', NODE, '-f', 'json')
+    assert {r['address']: r['state'] for r in json.loads(out)}[qat] == (
+        'ready')
+
+    # In use: refused, naming the instance, nothing changed.
+    uuid_ = host.providers()['%s_accelerator_%s' % (NODE, qat)]['uuid']
+    consumer = str(uuid.uuid4())
+    host.placement('PUT', '/allocations/%s' % consumer, {
+        'allocations': {uuid_: {'resources': {'CUSTOM_QAT': 1}}},
+        'project_id': str(uuid.uuid4()), 'user_id': str(uuid.uuid4()),
+        'consumer_generation': None, 'consumer_type': 'INSTANCE'})
+    rc, _, err = host.cli('update-driver', 'intel_qat', '--num-vfs', '4',
+                          '--device', qat, '--nodename', NODE)
+    assert rc == 1 and consumer in err and 'Traceback' not in err
+    with open(numvfs) as f:
+        assert f.read().strip() == '8'
+    # Out of range: refused before anything is held or written.
+    host.placement('DELETE', '/allocations/%s' % consumer)
+    rc, _, err = host.cli('update-driver', 'intel_qat', '--num-vfs', '99',
+                          '--device', qat, '--nodename', NODE)
+    assert rc == 1 and 'out of range' in err
+    with open(numvfs) as f:
+        assert f.read().strip() == '8'
+    rc, out, _ = host.cli('device-list', '--nodename', NODE, '-f', 'json')
+    assert {r['address']: r['state'] for r in json.loads(out)}[qat] == (
+        'ready')

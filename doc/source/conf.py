@@ -25,6 +25,8 @@ TOP = os.path.dirname(os.path.dirname(HERE))
 # The package is normally installed (tox installs it); this also lets a
 # plain sphinx-build from a source checkout import it.
 sys.path.insert(0, TOP)
+# Local extensions (openapi_table renders the REST API reference).
+sys.path.insert(0, os.path.join(HERE, '_ext'))
 
 # -- General -----------------------------------------------------------------
 
@@ -37,6 +39,7 @@ extensions = [
     'cliff.sphinxext',
     'oslo_config.sphinxext',
     'oslo_config.sphinxconfiggen',
+    'openapi_table',
 ]
 
 master_doc = 'index'

@@ -26,13 +26,14 @@ class LifecycleError(Exception):
 
 
 def effective_names(conf: cfg.ConfigOpts,
-                    store: state_store.StateStore) -> list[str]:
+                    store: state_store.StateStore | None) -> list[str]:
     """``[cyborg_nova] enabled_drivers`` with the host's installs applied.
 
     Configured order first (it decides which driver wins a device two
-    claim), then drivers installed on the host, by name.
+    claim), then drivers installed on the host, by name. Without a store
+    (none on this host yet), the configuration alone.
     """
-    choices = store.driver_choices()
+    choices = store.driver_choices() if store is not None else {}
     names = [n for n in conf.cyborg_nova.enabled_drivers
              if choices.get(n, True)]
     names += sorted(n for n, on in choices.items()

@@ -7,6 +7,8 @@ from cliff import lister
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
 from cyborg_nova.cmd import columns
+from cyborg_nova.cmd import hostargs
+from cyborg_nova import lifecycle
 
 COLUMNS = ('address', 'vendor_id', 'product_id', 'driver', 'resource_class',
            'traits', 'total', 'numa_node')
@@ -49,7 +51,8 @@ class Discover(lister.Lister):
     def take_action(self, parsed_args):
         conf = self.app.conf
         if parsed_args.enabled:
-            names = conf.cyborg_nova.enabled_drivers
+            names = lifecycle.effective_names(
+                conf, hostargs.existing_store(conf))
         else:
             names = parsed_args.drivers or loader.default_names()
         drivers = loader.load(conf, names)

@@ -5,19 +5,26 @@ from __future__ import annotations
 from cliff import lister
 
 from cyborg_drivers import loader
+from cyborg_nova.cmd import hostargs
+from cyborg_nova import lifecycle
 
 
 class DriverList(lister.Lister):
     """List installed accelerator drivers and whether they are enabled.
 
     Drivers are entry points in the cyborg_nova.drivers namespace;
-    "enabled" means listed in [cyborg_nova] enabled_drivers of the config
-    read; "needs config" drivers report nothing until their option group
-    is filled in.
+    "enabled" means nova-compute runs it: listed in [cyborg_nova]
+    enabled_drivers of the config read, with this host's install-driver /
+    uninstall-driver choices applied; "needs config" drivers report
+    nothing until their option group is filled in.
     """
 
     def take_action(self, parsed_args):
-        enabled = self.app.conf.cyborg_nova.enabled_drivers
+        conf = self.app.conf
+        # What nova-compute runs: the configuration with this host's
+        # install-driver / uninstall-driver choices applied.
+        enabled = lifecycle.effective_names(
+            conf, hostargs.existing_store(conf))
         rows = []
         for name, cls in loader.installed().items():
             rows.append((name, name in enabled, cls.needs_config,

@@ -14,11 +14,17 @@ def add_nodename(parser):
     parser.add_argument(
         '--nodename', default=socket.gethostname(),
         help='The compute node (Nova\'s hypervisor hostname) whose devices '
-             'to act on. Default: this host\'s name (%(default)s).')
+             'to act on. Default: this host\'s name.')
 
 
 def store(conf) -> state_store.StateStore:
     return state_store.StateStore(conf.cyborg_nova.state_path)
+
+
+def existing_store(conf) -> state_store.StateStore | None:
+    """The host's store, if any: read-only commands never create it."""
+    path = conf.cyborg_nova.state_path
+    return state_store.StateStore(path) if os.path.exists(path) else None
 
 
 def placement_client(app, parsed_args):

@@ -206,3 +206,17 @@ def test_update_driver_changes_vf_count_unless_in_use(crypto_host):
     rc, out, _ = host.cli('device-list', '--nodename', NODE, '-f', 'json')
     assert {r['address']: r['state'] for r in json.loads(out)}[qat] == (
         'ready')
+
+
+def test_driver_list_and_discover_enabled_follow_host_choices(host):
+    host.report()
+    rc, out, err = host.cli('uninstall-driver', 'intel_fpga',
+                            '--nodename', NODE)
+    assert rc == 0, err
+    rc, out, err = host.cli('driver-list', '-f', 'json')
+    enabled = {r['name']: r['enabled'] for r in json.loads(out)}
+    assert enabled['intel_fpga'] is False
+    assert enabled['xilinx_fpga'] is True
+    rc, out, err = host.cli('discover', '--enabled', '-f', 'json')
+    assert rc == 0, err
+    assert [r['driver'] for r in json.loads(out)] == ['xilinx_fpga']

@@ -19,6 +19,10 @@ if is_service_enabled cyborg-nova-agent cyborg-nova-conductor; then
         echo_summary "Starting cyborg-nova"
         start_cyborg_nova
         create_cyborg_nova_flavors
+    elif [[ "$1" == "stack" && "$2" == "test-config" ]]; then
+        if is_service_enabled tempest; then
+            configure_cyborg_nova_tempest
+        fi
     fi
 
     if [[ "$1" == "unstack" ]]; then

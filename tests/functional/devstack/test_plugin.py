@@ -30,6 +30,7 @@ def devstack(tmp_path):
         'CYBORG_NOVA_DIR': TOP,
         'CYBORG_NOVA_CONF_DIR': str(tmp_path / 'etc' / 'cyborg-nova'),
         'NOVA_CPU_CONF': str(nova_cpu_conf),
+        'TEMPEST_CONFIG': str(tmp_path / 'tempest' / 'etc' / 'tempest.conf'),
         'SERVICE_HOST': '192.0.2.10',
         'STACK_USER': os.environ.get('USER', 'root'),
         'VIRT_DRIVER': 'libvirt',
@@ -127,6 +128,21 @@ def test_agent_only_on_a_compute(devstack):
     runs = [c for c in calls if c.startswith('run_process')]
     assert [r.split()[1] for r in runs] == ['cyborg-nova-agent']
     assert not any(c.startswith('openstack') for c in calls)
+
+
+def test_test_config_sets_up_the_tempest_plugin(devstack):
+    devstack('stack', 'post-config')
+    devstack('stack', 'test-config',
+             ENABLED_SERVICES='n-api,tempest,cyborg-nova-conductor')
+    tempest = devstack.ini(devstack.env['TEMPEST_CONFIG'])
+    assert tempest.get('service_available', 'cyborg_nova') == 'True'
+    assert tempest.get('accelerators', 'conductor_endpoint') == (
+        'http://192.0.2.10:6667')
+    conductor = devstack.ini(os.path.join(
+        devstack.env['CYBORG_NOVA_CONF_DIR'], 'conductor.conf'))
+    assert tempest.get('accelerators', 'conductor_token') == conductor.get(
+        'cyborg_conductor', 'admin_token')
+    assert 'CUSTOM_QAT' in tempest.get('accelerators', 'expected_traits')
 
 
 def test_unstack_and_clean(devstack):

@@ -28,3 +28,17 @@ def test_generator_writes_every_group(tmp_path):
                    'intel_qat', '#sysfs_root = /sys', '#auto_ready = false',
                    '#physical_device_mappings =', '#device_spec ='):
         assert option in text
+
+
+def test_sample_policy_file_covers_every_rule():
+    proc = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable),
+                      'oslopolicy-sample-generator'),
+         '--namespace', 'cyborg_nova'],
+        capture_output=True, text=True, cwd=TOP, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    for rule in ('cyborg_nova:agent:discovery', 'cyborg_nova:agent:hello',
+                 'cyborg_nova:conductor:agents',
+                 'cyborg_nova:conductor:hello'):
+        assert '"%s"' % rule in proc.stdout
+    assert '#"cyborg_nova:agent:discovery": "role:admin"' in proc.stdout

@@ -60,4 +60,5 @@ fi
 pipq install --no-deps --no-build-isolation --force-reinstall "$top"
 if [ "$purpose" = test ]; then
     bash "$top/tools/install-udev-test-deps.sh" "$venv/bin/python"
+    bash "$top/tools/install-libvirt-test-deps.sh" "$venv/bin/python"
 fi

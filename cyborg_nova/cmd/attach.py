@@ -8,8 +8,10 @@ import os
 from cliff import command
 from oslo_config import cfg
 
+from cyborg_drivers import base
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
+from cyborg_drivers import sysfs
 from cyborg_nova import attach
 from cyborg_nova.cmd import hostargs
 from cyborg_nova.conf import privsep as privsep_conf
@@ -31,8 +33,8 @@ def _seconds(value: str) -> float:
     return number
 
 
-def _common_parser(parser: argparse.ArgumentParser, verb: str
-                   ) -> argparse.ArgumentParser:
+def _common_parser(parser: argparse.ArgumentParser, verb: str,
+                   wait: str) -> argparse.ArgumentParser:
     parser.add_argument('server', metavar='<server>',
                         help='uuid of the instance (its libvirt domain '
                              'uuid); it must run on this host')
@@ -48,6 +50,17 @@ def _common_parser(parser: argparse.ArgumentParser, verb: str
              'daemon does the libvirt calls.')
     hostargs.add_nodename(parser)
     placement.register_argparse(parser)
+    # keystoneauth's session options have an HTTP --timeout too; here
+    # --timeout is the spec's wait for the guest (a group may replace a
+    # conflicting option), and Placement requests keep keystoneauth's
+    # default timeout.
+    group = parser.add_argument_group('guest options',
+                                      conflict_handler='resolve')
+    group.add_argument(
+        '--timeout', dest='guest_timeout', type=_seconds,
+        default=attach.DEFAULT_TIMEOUT, metavar='<seconds>',
+        help='%s (default: %%(default)g)' % wait)
+    parser.set_defaults(timeout=None)
     return parser
 
 
@@ -79,7 +92,7 @@ def _prepare(app, parsed_args):
         drivers = loader.load(conf, lifecycle.effective_names(conf, store))
         found = discovery.Discoverer(
             drivers, conf.cyborg_nova.sysfs_root).discover().accelerators
-    except Exception as exc:
+    except (base.DriverError, sysfs.NoSysfs) as exc:
         raise attach.AttachError('cannot discover this host\'s '
                                  'accelerators: %s' % exc)
     accelerator = attach.find_accelerator(found, parsed_args.nodename,
@@ -104,7 +117,10 @@ class AttachInstance(command.Command):
     """
 
     def get_parser(self, prog_name):
-        parser = _common_parser(super().get_parser(prog_name), 'attach')
+        parser = _common_parser(
+            super().get_parser(prog_name), 'attach',
+            'how long to wait for the guest to release units already '
+            'plugged in when a later one is refused')
         parser.add_argument(
             '--count', type=_positive_int, default=1, metavar='<n>',
             help='how many units (e.g. VFs) of the accelerator to attach '
@@ -115,7 +131,8 @@ class AttachInstance(command.Command):
         store, client, accelerator, guest = _prepare(self.app, parsed_args)
         try:
             result = attach.attach(client, store, parsed_args.nodename,
-                                   guest, accelerator, parsed_args.count)
+                                   guest, accelerator, parsed_args.count,
+                                   parsed_args.guest_timeout)
         finally:
             guest.close()
         self.app.stdout.write(
@@ -135,27 +152,16 @@ class DetachInstance(command.Command):
     """
 
     def get_parser(self, prog_name):
-        parser = _common_parser(super().get_parser(prog_name), 'detach')
-        # keystoneauth's session options have an HTTP --timeout too; here
-        # --timeout is the spec's wait for the guest (a group may replace
-        # a conflicting option), and Placement requests keep
-        # keystoneauth's default timeout.
-        group = parser.add_argument_group('detach options',
-                                          conflict_handler='resolve')
-        group.add_argument(
-            '--timeout', dest='detach_timeout', type=_seconds,
-            default=attach.DEFAULT_TIMEOUT, metavar='<seconds>',
-            help='how long to wait for the guest to release the device '
-                 '(default: %(default)g)')
-        parser.set_defaults(timeout=None)
-        return parser
+        return _common_parser(
+            super().get_parser(prog_name), 'detach',
+            'how long to wait for the guest to release the device')
 
     def take_action(self, parsed_args):
         store, client, accelerator, guest = _prepare(self.app, parsed_args)
         try:
             result = attach.detach(client, store, parsed_args.nodename,
                                    guest, accelerator,
-                                   parsed_args.detach_timeout)
+                                   parsed_args.guest_timeout)
         finally:
             guest.close()
         self.app.stdout.write(

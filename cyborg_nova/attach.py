@@ -1,0 +1,786 @@
+"""Hot-plugging accelerators into instances and out again.
+
+The generic-driver spec's ``attach-instance`` / ``detach-instance``, run on
+the compute host of the instance. Three records must agree about which
+instance holds which device:
+
+- the instance's allocations in Placement (what the scheduler counts);
+- the units recorded in the host's state store (:mod:`cyborg_nova.
+  assignments`; what the guest gets after a hard reboot);
+- the devices in the libvirt domain (what the guest sees).
+
+An attach changes them in that order and a failure at any step undoes the
+earlier ones, so nothing stays changed: the allocation first (a
+read-modify-write of the consumer's allocations, guarded by its
+``consumer_generation``), then the units, then libvirt. A detach goes the
+other way: the allocation is freed only once libvirt confirms the device
+left the guest (a ``DEVICE_REMOVED`` event, or the live XML without it),
+because a device the guest has not released is still in use.
+
+What a unit becomes in the domain XML is the job of a small strategy
+object (:class:`PciHostdev` in production), so the whole flow can be
+exercised with any device the hypervisor at hand can hot-plug.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import random
+import threading
+import time
+import uuid as uuid_lib
+import warnings
+from typing import Callable, Iterable, Protocol
+from xml.etree import ElementTree
+
+from keystoneauth1 import exceptions as ks_exc
+
+from cyborg_drivers import device as device_model
+from cyborg_nova import assignments as assignments_lib
+from cyborg_nova import providers
+from cyborg_nova import state as state_store
+
+
+def _import_nova_guest():
+    """:mod:`cyborg_nova.virt.guest` (Nova's config classes), or the error.
+
+    Imported with this module, from the thread that imports it: Nova's
+    import loads eventlet, and a thread that imported it first can no
+    longer be joined. Quietly: it logs and warns about its service
+    backend, noise on a command's stderr that is not the operator's.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        before = logging.root.manager.disable
+        logging.disable(logging.INFO)
+        try:
+            from cyborg_nova.virt import guest
+            return guest, None
+        except ImportError as exc:
+            return None, exc
+        finally:
+            logging.disable(before)
+
+
+nova_guest, _NOVA_IMPORT_ERROR = _import_nova_guest()
+
+LOG = logging.getLogger(__name__)
+
+#: consumer_generation needs 1.28; from 1.38 a PUT must carry the
+#: consumer_type, which GET returns from that version on.
+MICROVERSION = '1.38'
+#: Read-modify-write attempts before giving up on a busy consumer.
+CONFLICT_RETRIES = 8
+#: Nova's default for the kvm and qemu virt types.
+DEFAULT_URI = 'qemu:///system'
+#: Seconds to wait for the guest to release a device.
+DEFAULT_TIMEOUT = 20.0
+#: How often the domain XML is re-read while waiting, in case an event
+#: never arrives (no event loop, or a lost connection).
+POLL_INTERVAL = 1.0
+#: How often it is re-read just after a device-removed event.
+EVENT_RECHECK = 0.05
+
+_GENERATION_CONFLICT = 'placement.concurrent_update'
+
+
+class AttachError(Exception):
+    """An attach or detach was refused or failed.
+
+    The message is one line saying what happened, what was left as it was
+    (or what was not) and, where there is one, what to do.
+    """
+
+
+# -- input ------------------------------------------------------------------
+
+def server_uuid(value: str) -> str:
+    """``value`` as a canonical instance uuid.
+
+    :raises AttachError: not a uuid.
+    """
+    try:
+        return str(uuid_lib.UUID(value))
+    except (ValueError, AttributeError, TypeError):
+        raise AttachError('%r is not an instance uuid' % (value,))
+
+
+def find_accelerator(accelerators: Iterable[device_model.Accelerator],
+                     nodename: str, device: str
+                     ) -> device_model.Accelerator:
+    """The accelerator named by a PCI address or its provider uuid.
+
+    :param accelerators: what discovery finds on this host now.
+    :raises AttachError: ``device`` is neither form, names a function no
+        enabled driver manages, or names no provider of this host.
+    """
+    found = list(accelerators)
+    value = device.strip().lower()
+    if device_model.is_pci_address(value):
+        for accelerator in found:
+            if accelerator.address == value:
+                return accelerator
+        for accelerator in found:
+            if value in accelerator.units or value in accelerator.addresses:
+                raise AttachError(
+                    '%s is a unit of accelerator %s; give the '
+                    'accelerator\'s address (and --count)'
+                    % (value, accelerator.address))
+        raise AttachError(
+            '%s is not an accelerator cyborg-nova manages on this host; '
+            'see "cyborg-nova device-list"' % value)
+    try:
+        wanted = str(uuid_lib.UUID(value))
+    except ValueError:
+        raise AttachError(
+            '%r is neither a PCI address (e.g. 0000:3b:00.0) nor a '
+            'resource provider uuid' % device)
+    for accelerator in found:
+        if providers.provider_uuid(nodename, accelerator.address) == wanted:
+            return accelerator
+    raise AttachError(
+        'no accelerator of %s has provider %s; see "cyborg-nova '
+        'device-list --nodename %s"' % (nodename, wanted, nodename))
+
+
+def check_attachable(store: state_store.StateStore, nodename: str,
+                     accelerator: device_model.Accelerator,
+                     count: int) -> None:
+    """Refuse a device that may not be given to a guest now.
+
+    :raises AttachError: the device is not ready, has problems, offers
+        units this release cannot attach, or fewer than ``count`` units.
+    """
+    address = accelerator.address
+    row = store.devices(nodename).get(address)
+    if row is None:
+        raise AttachError('accelerator %s is not known to nova-compute on %s '
+                          'yet' % (address, nodename))
+    if providers.reserved(row.state, accelerator, 1):
+        why = '; '.join(accelerator.problems) or row.reason or ''
+        raise AttachError(
+            'accelerator %s is %s%s; only a ready device is attached'
+            % (address, row.state, ' (%s)' % why if why else ''))
+    if dict(accelerator.capabilities).get('vgpu_type'):
+        raise AttachError('accelerator %s offers vGPU (mdev) units, which '
+                          'this release cannot attach' % address)
+    if count < 1 or count > len(accelerator.units):
+        raise AttachError('accelerator %s has %d unit(s); cannot attach %d'
+                          % (address, len(accelerator.units), count))
+
+
+# -- Placement ----------------------------------------------------------------
+
+Allocations = dict  # {rp uuid: {'resources': {rc: amount}}}
+
+
+def _detail(resp) -> str:
+    try:
+        errors = resp.json()['errors']
+        text = '; '.join(e.get('detail') or e.get('title', '')
+                         for e in errors)
+    except (ValueError, KeyError, TypeError):
+        text = resp.text
+    return ' '.join(text.split())[:400]
+
+
+def _code(resp) -> str | None:
+    try:
+        return resp.json()['errors'][0].get('code')
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def _request(client, method: str, url: str, **kwargs):
+    try:
+        return client.request(url, method, microversion=MICROVERSION,
+                              raise_exc=False, **kwargs)
+    except ks_exc.ClientException as exc:
+        raise AttachError('cannot reach Placement: %s' % exc)
+
+
+def read_allocations(client, consumer: str) -> dict:
+    """The consumer's ``GET /allocations/{consumer}`` body (1.38).
+
+    :raises AttachError: Placement is unreachable or refused.
+    """
+    resp = _request(client, 'GET', '/allocations/%s' % consumer)
+    if resp.status_code != 200:
+        raise AttachError('Placement answered %s to GET /allocations/%s: %s'
+                          % (resp.status_code, consumer, _detail(resp)))
+    return resp.json()
+
+
+def change_allocations(client, consumer: str,
+                       mutate: Callable[[Allocations], Allocations | None],
+                       retries: int = CONFLICT_RETRIES
+                       ) -> tuple[dict, Allocations]:
+    """Read-modify-write the allocations of ``consumer``.
+
+    ``mutate`` gets the current allocations (``{rp: {'resources': ...}}``,
+    a copy) and returns what they should be, or None to write nothing;
+    it may raise to refuse. The PUT carries the consumer generation read
+    and keeps the consumer's project, user and type, so a concurrent
+    change (Nova's, or another attach) makes it fail with a generation
+    conflict rather than be lost: it is then read and mutated again.
+
+    :returns: the body read last and the allocations now in Placement.
+    :raises AttachError: the consumer has no allocations, Placement
+        refused the change, or conflicts went on ``retries`` times.
+    """
+    url = '/allocations/%s' % consumer
+    for attempt in range(retries):
+        body = read_allocations(client, consumer)
+        if body.get('consumer_generation') is None:
+            raise AttachError(
+                'instance %s has no allocations in Placement; is it an '
+                'instance of this cloud?' % consumer)
+        current = {rp: {'resources': dict(alloc['resources'])}
+                   for rp, alloc in body['allocations'].items()}
+        wanted = mutate(copy.deepcopy(current))
+        if wanted is None or wanted == current:
+            return body, current
+        resp = _request(client, 'PUT', url, json={
+            'allocations': wanted,
+            'consumer_generation': body['consumer_generation'],
+            'project_id': body['project_id'],
+            'user_id': body['user_id'],
+            'consumer_type': body.get('consumer_type', 'INSTANCE'),
+        })
+        if resp.status_code == 204:
+            return body, wanted
+        if resp.status_code == 409 and _code(resp) == _GENERATION_CONFLICT:
+            LOG.debug('Consumer %s changed under us (attempt %d): %s',
+                      consumer, attempt + 1, _detail(resp))
+            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+            continue
+        raise AttachError('Placement refused the allocation change of '
+                          'instance %s: %s' % (consumer, _detail(resp)))
+    raise AttachError('the allocations of instance %s kept changing (%d '
+                      'consumer generation conflicts); nothing was changed, '
+                      'try again' % (consumer, retries))
+
+
+def _without(rp: str):
+    """A mutation taking provider ``rp`` out of the allocations."""
+    def mutate(allocs: Allocations) -> Allocations:
+        allocs.pop(rp, None)
+        return allocs
+    return mutate
+
+
+# -- the device in the domain -------------------------------------------------
+
+class DeviceStrategy(Protocol):
+    """What a unit becomes in the domain XML, and how to find it there."""
+
+    def device_xml(self, unit: str) -> str:
+        """The ``<devices>`` child to attach (and detach) for ``unit``."""
+
+    def in_domain(self, domain: ElementTree.Element, unit: str) -> bool:
+        """Whether the parsed domain XML holds the device of ``unit``."""
+
+
+def _address_tuple(address: str) -> tuple[int, int, int, int]:
+    domain, bus, slot_function = address.split(':')
+    slot, function = slot_function.split('.')
+    return int(domain, 16), int(bus, 16), int(slot, 16), int(function, 16)
+
+
+class PciHostdev:
+    """Each unit as a managed PCI ``<hostdev>``, as Nova's spawn adds it.
+
+    Built with Nova's config classes (:func:`cyborg_nova.virt.guest.
+    pci_hostdev`), so a device attached here and one the guest got at
+    spawn are the same XML and detach the same way.
+    """
+
+    def device_xml(self, unit: str) -> str:
+        if nova_guest is None:
+            raise AttachError('Nova is not importable here (%s); PCI '
+                              'hostdevs are built with its libvirt config '
+                              'classes' % _NOVA_IMPORT_ERROR)
+        return nova_guest.pci_hostdev(unit).to_xml()
+
+    def in_domain(self, domain: ElementTree.Element, unit: str) -> bool:
+        return hostdev_in_domain(domain, unit)
+
+
+def hostdev_in_domain(domain: ElementTree.Element, unit: str) -> bool:
+    """Whether a PCI ``<hostdev>`` of the function ``unit`` is in it."""
+    wanted = _address_tuple(unit)
+    for source in domain.iterfind(
+            "./devices/hostdev[@type='pci']/source/address"):
+        try:
+            found = tuple(int(source.get(k), 16) for k in
+                          ('domain', 'bus', 'slot', 'function'))
+        except (TypeError, ValueError):
+            continue
+        if found == wanted:
+            return True
+    return False
+
+
+def hotplug_flags(libvirt, dom) -> int:
+    """The running guest and its persistent definition, where they exist.
+
+    A stopped instance gets the device in its definition only; a
+    transient domain has no definition to change.
+    """
+    flags = 0
+    if dom.isActive():
+        flags |= libvirt.VIR_DOMAIN_AFFECT_LIVE
+    if dom.isPersistent():
+        flags |= libvirt.VIR_DOMAIN_AFFECT_CONFIG
+    return flags
+
+
+def where_attached(libvirt, dom,
+                   found: Callable[[ElementTree.Element], bool]) -> int:
+    """Where a device is: the running guest and/or the definition.
+
+    :param found: tells whether a parsed domain XML holds the device.
+    :returns: the ``VIR_DOMAIN_AFFECT_*`` flags of the places it is in
+        (0: not attached), which are what detaching it must name.
+    :raises libvirt.libvirtError: the domain cannot be read.
+    """
+    flags = 0
+    if dom.isActive() and found(ElementTree.fromstring(dom.XMLDesc(0))):
+        flags |= libvirt.VIR_DOMAIN_AFFECT_LIVE
+    if dom.isPersistent() and found(ElementTree.fromstring(
+            dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))):
+        flags |= libvirt.VIR_DOMAIN_AFFECT_CONFIG
+    return flags
+
+
+def libvirt_reason(exc) -> str:
+    """libvirt's own one-line message for ``exc``."""
+    try:
+        message = exc.get_error_message()
+    except Exception:
+        message = None
+    return ' '.join(str(message or exc).split())
+
+
+def _import_libvirt():
+    try:
+        import libvirt
+    except ImportError:
+        raise AttachError('libvirt-python is not installed here; install '
+                          'it (it is what nova-compute uses) to attach '
+                          'devices')
+    return libvirt
+
+
+_loop_lock = threading.Lock()
+_loop_started = False
+
+
+def start_event_loop(libvirt) -> None:
+    """libvirt's default event loop in a daemon thread, once per process.
+
+    Must run before the connection whose events are wanted is opened.
+    """
+    global _loop_started
+    with _loop_lock:
+        if _loop_started:
+            return
+        libvirt.virEventRegisterDefaultImpl()
+
+        def run() -> None:
+            while True:
+                libvirt.virEventRunDefaultImpl()
+        threading.Thread(target=run, name='libvirt-events',
+                         daemon=True).start()
+        _loop_started = True
+
+
+def is_permission_error(libvirt, exc) -> bool:
+    """Whether opening a connection failed for lack of permission."""
+    code = exc.get_error_code()
+    if code in (libvirt.VIR_ERR_AUTH_FAILED, libvirt.VIR_ERR_AUTH_CANCELLED,
+                getattr(libvirt, 'VIR_ERR_AUTH_UNAVAILABLE', -1),
+                libvirt.VIR_ERR_OPERATION_DENIED):
+        return True
+    return 'Permission denied' in libvirt_reason(exc)
+
+
+def wait_gone(present: Callable[[str], bool], units: list[str],
+              timeout: float, started: float, server: str,
+              woken: threading.Event) -> str:
+    """Wait until no unit is ``present``; how that was learnt.
+
+    Re-checks when ``woken`` is set (by a device-removed event), then
+    every :data:`EVENT_RECHECK` seconds for a moment (libvirt sends the
+    event just before the domain XML shows the device gone), and every
+    :data:`POLL_INTERVAL` seconds otherwise, until ``timeout`` seconds
+    after ``started`` (monotonic: when the detach was asked for).
+
+    :returns: 'immediate', 'event' or 'poll' (what led to the check that
+        found them gone).
+    :raises AttachError: some were still there at the deadline.
+    """
+    deadline = started + timeout
+    how = 'immediate'
+    last_event = None
+    while True:
+        left = [u for u in units if present(u)]
+        if not left:
+            return how
+        now = time.monotonic()
+        if now >= deadline:
+            raise AttachError('the guest of instance %s did not release %s '
+                              'within %gs' % (server, ', '.join(left),
+                                              timeout))
+        settling = last_event is not None and now - last_event < 1.0
+        interval = EVENT_RECHECK if settling else POLL_INTERVAL
+        if woken.wait(min(interval, deadline - now)):
+            woken.clear()
+            last_event = time.monotonic()
+            how = 'event'
+        elif not settling:
+            how = 'poll'
+
+
+@dataclasses.dataclass
+class RemovalWait:
+    """How a detach learned that the devices were gone."""
+
+    #: 'event' (a DEVICE_REMOVED event woke the check that found them
+    #: gone), 'poll' (a periodic re-read did) or 'immediate' (gone by the
+    #: time libvirt's detach call returned).
+    confirmed_by: str
+    #: Aliases of the DEVICE_REMOVED events received.
+    events: list[str]
+
+
+class LibvirtGuest:
+    """The libvirt domain of one instance, through a direct connection.
+
+    :param strategy: turns units into device XML; :class:`PciHostdev`
+        unless a test hot-plugs something this host can.
+    """
+
+    def __init__(self, libvirt, conn, dom, server: str,
+                 strategy: DeviceStrategy) -> None:
+        self.libvirt = libvirt
+        self.conn = conn
+        self.dom = dom
+        self.server = server
+        self.strategy = strategy
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except self.libvirt.libvirtError:
+            pass
+
+    def _where(self, unit: str) -> int:
+        try:
+            return where_attached(
+                self.libvirt, self.dom,
+                lambda root: self.strategy.in_domain(root, unit))
+        except self.libvirt.libvirtError as exc:
+            raise AttachError('cannot read the domain of instance %s: %s'
+                              % (self.server, libvirt_reason(exc)))
+
+    def present(self, unit: str) -> bool:
+        """Whether ``unit``'s device is in the guest or its definition."""
+        return bool(self._where(unit))
+
+    def attach(self, unit: str) -> None:
+        """Hot-plug ``unit`` into the guest and its definition.
+
+        libvirt changes the definition only once the guest took the
+        device, so a refusal leaves both as they were.
+
+        :raises AttachError: libvirt refused; its reason is the message.
+        """
+        xml = self.strategy.device_xml(unit)
+        try:
+            self.dom.attachDeviceFlags(xml, hotplug_flags(self.libvirt,
+                                                          self.dom))
+        except self.libvirt.libvirtError as exc:
+            raise AttachError(libvirt_reason(exc))
+
+    def detach_and_wait(self, units: list[str], timeout: float
+                        ) -> RemovalWait:
+        """Ask the guest to release ``units``; wait until they are gone.
+
+        The definition loses a device at once; a running guest releases
+        it when it acknowledges the unplug (at once for USB devices, only
+        with the guest's cooperation for PCI ones), which libvirt reports
+        with a ``DEVICE_REMOVED`` event.
+
+        :raises AttachError: libvirt refused (its reason is the message),
+            or the devices were still there after ``timeout`` seconds.
+        """
+        libvirt = self.libvirt
+        started = time.monotonic()
+        woken = threading.Event()
+        events: list[str] = []
+
+        def removed(conn, dom, alias, opaque) -> None:
+            events.append(alias)
+            woken.set()
+        callback = None
+        if self.dom.isActive():
+            try:
+                callback = self.conn.domainEventRegisterAny(
+                    self.dom, libvirt.VIR_DOMAIN_EVENT_ID_DEVICE_REMOVED,
+                    removed, None)
+            except libvirt.libvirtError as exc:
+                LOG.warning('No device-removed events (%s): polling the '
+                            'domain XML instead', libvirt_reason(exc))
+        try:
+            live = 0
+            for unit in units:
+                flags = self._where(unit)
+                live += bool(flags & libvirt.VIR_DOMAIN_AFFECT_LIVE)
+                try:
+                    self.dom.detachDeviceFlags(
+                        self.strategy.device_xml(unit), flags)
+                except libvirt.libvirtError as exc:
+                    raise AttachError(
+                        'libvirt refused to detach %s from instance %s: %s'
+                        % (unit, self.server, libvirt_reason(exc)))
+            how = wait_gone(self.present, units, timeout, started,
+                            self.server, woken)
+            # The guest let go; let the events of that reach the log.
+            settle = min(time.monotonic() + 1.0, started + timeout)
+            while (callback is not None and len(events) < live
+                   and time.monotonic() < settle):
+                woken.wait(0.05)
+                woken.clear()
+            return RemovalWait(how, list(events))
+        finally:
+            if callback is not None:
+                try:
+                    self.conn.domainEventDeregisterAny(callback)
+                except libvirt.libvirtError:
+                    pass
+
+
+class PrivsepGuest:
+    """The domain of one instance through the ``libvirt_hotplug`` daemon.
+
+    For callers that may not open libvirt's socket. Only PCI hostdevs of
+    validated addresses cross the channel (the daemon builds the XML), and
+    no events: removal is confirmed by polling the domain.
+    """
+
+    def __init__(self, server: str) -> None:
+        import privsep.libvirt
+        self.privileged = privsep.libvirt
+        self.server = server
+        # Unknown instances are refused here, before anything changes.
+        self._call(self.privileged.check_domain)
+
+    def _call(self, func, *args):
+        import privsep
+        try:
+            return func(self.server, *args)
+        except (privsep.InvalidArgument, privsep.NotPossible) as exc:
+            raise AttachError(str(exc))
+
+    def close(self) -> None:
+        pass
+
+    def present(self, unit: str) -> bool:
+        return self._call(self.privileged.hostdev_attached, unit)
+
+    def attach(self, unit: str) -> None:
+        self._call(self.privileged.attach_hostdev, unit)
+
+    def detach_and_wait(self, units: list[str], timeout: float
+                        ) -> RemovalWait:
+        started = time.monotonic()
+        for unit in units:
+            try:
+                self._call(self.privileged.detach_hostdev, unit)
+            except AttachError as exc:
+                raise AttachError(
+                    'libvirt refused to detach %s from instance %s: %s'
+                    % (unit, self.server, exc))
+        return RemovalWait(wait_gone(self.present, units, timeout, started,
+                                     self.server, threading.Event()), [])
+
+
+def open_guest(uri: str, server: str,
+               strategy: DeviceStrategy | None = None):
+    """The libvirt domain of instance ``server``.
+
+    Without a ``strategy`` (PCI hostdevs), falls back to the
+    ``libvirt_hotplug`` privsep daemon when the connection is refused for
+    lack of permission.
+
+    :raises AttachError: libvirt is unreachable, or has no such domain.
+    """
+    libvirt = _import_libvirt()
+    # Errors are reported through exceptions; the default handler would
+    # also print each one on stderr.
+    libvirt.registerErrorHandler(lambda ctx, err: None, None)
+    start_event_loop(libvirt)
+    try:
+        conn = libvirt.open(uri)
+    except libvirt.libvirtError as exc:
+        if strategy is None and is_permission_error(libvirt, exc):
+            LOG.info('Cannot open %s (%s): using the libvirt_hotplug '
+                     'privsep daemon', uri, libvirt_reason(exc))
+            return PrivsepGuest(server)
+        raise AttachError('cannot connect to libvirt at %s: %s'
+                          % (uri, libvirt_reason(exc)))
+    try:
+        dom = conn.lookupByUUIDString(server)
+    except libvirt.libvirtError as exc:
+        conn.close()
+        if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
+            raise AttachError('no instance %s on this host (libvirt at %s '
+                              'has no such domain)' % (server, uri))
+        raise AttachError('cannot look up instance %s: %s'
+                          % (server, libvirt_reason(exc)))
+    return LibvirtGuest(libvirt, conn, dom, server,
+                        strategy or PciHostdev())
+
+
+# -- attach and detach ---------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """What an attach or detach did."""
+
+    server: str
+    address: str
+    provider: str
+    resource_class: str
+    units: tuple[str, ...]
+    #: Detach only: how removal was confirmed (see :class:`RemovalWait`).
+    confirmed_by: str | None = None
+    events: tuple[str, ...] = ()
+
+
+def attach(client, store: state_store.StateStore, nodename: str, guest,
+           accelerator: device_model.Accelerator, count: int = 1,
+           timeout: float = DEFAULT_TIMEOUT) -> Result:
+    """Give ``count`` units of ``accelerator`` to the guest.
+
+    :param client: a keystoneauth adapter for Placement.
+    :param guest: :class:`LibvirtGuest` or :class:`PrivsepGuest` of the
+        instance.
+    :param timeout: seconds to wait for the guest to release units already
+        plugged in when a later one is refused.
+    :raises AttachError: refused or failed; everything is as it was
+        (unless the message says what could not be undone).
+    """
+    server = guest.server
+    check_attachable(store, nodename, accelerator, count)
+    provider = providers.provider_uuid(nodename, accelerator.address)
+    rc = accelerator.resource_class
+    store_assignments = assignments_lib.Assignments(store)
+    held = store_assignments.of_consumer(nodename, server).get(provider)
+    if held:
+        raise AttachError('instance %s already holds %s of accelerator %s; '
+                          'nothing was changed' % (server, ', '.join(held),
+                                                   accelerator.address))
+
+    def add(allocs: Allocations) -> Allocations:
+        if provider in allocs:
+            raise AttachError(
+                'instance %s already has %s on accelerator %s (provider '
+                '%s); nothing was changed' % (
+                    server, allocs[provider]['resources'],
+                    accelerator.address, provider))
+        allocs[provider] = {'resources': {rc: count}}
+        return allocs
+    change_allocations(client, server, add)
+
+    def undo(reason: str, plugged: list[str] = ()) -> AttachError:
+        """Undo what was done; the error to raise, saying so."""
+        if plugged:
+            try:
+                guest.detach_and_wait(list(plugged), timeout)
+            except AttachError as exc:
+                return AttachError(
+                    '%s; and %s could not be unplugged again (%s): they '
+                    'stay attached and allocated, run detach-instance '
+                    'once the guest answers' % (reason, ', '.join(plugged),
+                                                exc))
+        store_assignments.release(nodename, server, provider)
+        try:
+            change_allocations(client, server, _without(provider))
+        except AttachError as exc:
+            return AttachError('%s; and the allocation of %s %s on '
+                               'provider %s could not be removed again: %s'
+                               % (reason, count, rc, provider, exc))
+        return AttachError('%s; nothing was changed' % reason)
+
+    try:
+        units = store_assignments.assign(nodename, server, provider,
+                                         accelerator.units, count)
+    except assignments_lib.NoFreeUnits as exc:
+        raise undo(str(exc))
+    except Exception as exc:
+        raise undo('recording the units failed: %s' % exc)
+    plugged: list[str] = []
+    for unit in units:
+        try:
+            guest.attach(unit)
+        except AttachError as exc:
+            raise undo('libvirt refused to attach %s to instance %s: %s'
+                       % (unit, server, exc), plugged)
+        except Exception as exc:
+            raise undo('attaching %s failed: %s' % (unit, exc), plugged)
+        plugged.append(unit)
+    LOG.info('Attached %s (%s) of accelerator %s to instance %s',
+             ', '.join(units), rc, accelerator.address, server)
+    return Result(server, accelerator.address, provider, rc, tuple(units))
+
+
+def detach(client, store: state_store.StateStore, nodename: str, guest,
+           accelerator: device_model.Accelerator,
+           timeout: float = DEFAULT_TIMEOUT) -> Result:
+    """Take the units of ``accelerator`` the instance holds away from it.
+
+    The allocation on the accelerator's provider is removed only after
+    the guest released every unit. Units already gone from the guest
+    (e.g. a detach that timed out, then completed) are not unplugged
+    again: running detach again finishes the cleanup.
+
+    :raises AttachError: the device is not attached, libvirt refused, or
+        the guest did not release it within ``timeout`` seconds; the
+        allocation and the units are then unchanged.
+    """
+    server = guest.server
+    provider = providers.provider_uuid(nodename, accelerator.address)
+    store_assignments = assignments_lib.Assignments(store)
+    units = store_assignments.of_consumer(nodename, server).get(
+        provider, [])
+    allocated = provider in read_allocations(client, server).get(
+        'allocations', {})
+    if not units and not allocated:
+        raise AttachError('accelerator %s is not attached to instance %s; '
+                          'nothing was changed' % (accelerator.address,
+                                                   server))
+    plugged = [u for u in units if guest.present(u)]
+    wait = RemovalWait('immediate', [])
+    if plugged:
+        try:
+            wait = guest.detach_and_wait(plugged, timeout)
+        except AttachError as exc:
+            raise AttachError('%s; its allocation and units are unchanged'
+                              % exc)
+    store_assignments.release(nodename, server, provider)
+    try:
+        change_allocations(client, server, _without(provider))
+    except AttachError as exc:
+        raise AttachError('%s left instance %s but its allocation could not '
+                          'be removed: %s; run detach-instance again'
+                          % (accelerator.address, server, exc))
+    LOG.info('Detached %s of accelerator %s from instance %s (%s)',
+             ', '.join(units) or 'nothing', accelerator.address, server,
+             wait.confirmed_by)
+    return Result(server, accelerator.address, provider,
+                  accelerator.resource_class, tuple(units),
+                  wait.confirmed_by, tuple(wait.events))

@@ -35,6 +35,16 @@ def hardware(endpoint: str, device_type: str, count: int) -> dict:
     } for n in range(count)]}
 
 
+_say_lock = threading.Lock()
+
+
+def say(line: str) -> None:
+    """One whole line on stdout: request threads print concurrently."""
+    with _say_lock:
+        sys.stdout.write(line + '\n')
+        sys.stdout.flush()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--agent', required=True)
@@ -59,13 +69,13 @@ def main() -> int:
         def do_GET(self):
             if self.path != '/hardware':
                 return self._json(404, {'error': 'no such resource'})
-            print('hardware', flush=True)
+            say('hardware')
             self._json(200, hardware(endpoint, args.type, args.devices))
 
         def do_POST(self):
             if self.path != '/discovery':
                 return self._json(404, {'error': 'no such resource'})
-            print('discovery', flush=True)
+            say('discovery')
             self._json(202, {'status': 'IN-PROGRESS'})
 
     server = http.server.ThreadingHTTPServer(('127.0.0.1', args.port),
@@ -80,7 +90,7 @@ def main() -> int:
                  'X-Auth-Token': args.token})
     with urllib.request.urlopen(request, timeout=10) as resp:
         assert resp.status == 200, resp.status
-    print('listening %s' % endpoint, flush=True)
+    say('listening %s' % endpoint)
     threading.Event().wait()
     return 0
 

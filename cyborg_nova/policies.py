@@ -30,6 +30,10 @@ AGENT_RULES = [
     _rule('cyborg_nova:agent:drivers', READER,
           'List the drivers registered with the agent.', 'GET',
           '/drivers'),
+    _rule('cyborg_nova:agent:program', ADMIN,
+          'Reprogram an FPGA of the host.', 'POST', '/program'),
+    _rule('cyborg_nova:agent:program:show', READER,
+          'Show an FPGA programming job.', 'GET', '/program/{job}'),
     _rule('cyborg_nova:agent:openapi', READER,
           'Read the OpenAPI document.', 'GET', '/openapi.json'),
 ]
@@ -41,6 +45,11 @@ CONDUCTOR_RULES = [
           'List agents and whether they are up.', 'GET', '/agents'),
     _rule('cyborg_nova:conductor:hardware', READER,
           'List the hardware of every host.', 'GET', '/hardware'),
+    _rule('cyborg_nova:conductor:programs:create', ADMIN,
+          'Reprogram an FPGA of a host through its agent.', 'POST',
+          '/programs'),
+    _rule('cyborg_nova:conductor:programs:show', READER,
+          'Show an FPGA programming job.', 'GET', '/programs/{id}'),
     _rule('cyborg_nova:conductor:openapi', READER,
           'Read the OpenAPI document.', 'GET', '/openapi.json'),
 ]

@@ -4,7 +4,10 @@ It builds a sysfs tree from a host profile (see
 :mod:`cyborg_drivers.fake.hosttree`) once, then runs the real drivers
 over that tree. Devices therefore look exactly as the real drivers report
 them, and operations that change hardware (FPGA programming) change the
-tree, where the next discovery sees them.
+tree, where the next discovery sees them: programming a fake FPGA writes
+the bitstream's function id where the card shows what is loaded (OPAE
+``fpga/intel-fpga-dev.N/intel-fpga-port.N/afu_id``, DFL
+``fpga_region/regionN/dfl-port.N/afu_id``, an Alveo's ``logic_uuids``).
 """
 
 from __future__ import annotations
@@ -136,3 +139,88 @@ The real drivers run over the fake tree. Their own option groups apply
             a, driver=self.name,
             capabilities=a.capabilities + (('emulates', a.driver),))
             for a in result.accelerators]
+
+    def program(self, accelerator: device_model.Accelerator,
+                region: str, bitstream: str) -> None:
+        """Load ``bitstream`` (a name under ``[cyborg_nova] bitstream_dir``).
+
+        As the card and its tool would: the header must be the card's
+        format (GBS for Intel, xclbin2 for Xilinx) and built for the
+        region's interface id; the function id then replaces the loaded
+        one in the tree, atomically.
+
+        :raises base.DriverError: no such region, a bad, unknown or
+            incompatible bitstream, or the tree cannot be written.
+        """
+        from cyborg_nova import bitstreams
+
+        regions = {r.name: r for r in accelerator.fpga_regions}
+        if region not in regions:
+            raise base.DriverError('%s has no FPGA region %r'
+                                   % (accelerator.address, region))
+        target = regions[region]
+        try:
+            _path, header = bitstreams.load(
+                self.conf.cyborg_nova.bitstream_dir, bitstream)
+        except (bitstreams.BadName, bitstreams.NotFound,
+                bitstreams.InvalidBitstream) as exc:
+            raise base.DriverError(str(exc))
+        kind = bitstreams.XCLBIN if target.layout == 'xrt' else (
+            bitstreams.GBS)
+        if header.kind != kind:
+            raise base.DriverError('a %s cannot be loaded into %s: it '
+                                   'takes a %s' % (header.kind,
+                                                   accelerator.address, kind))
+        if header.interface_id != target.interface_id:
+            raise base.DriverError(
+                'bitstream %s was built for interface %s, region %s of %s '
+                'is %s' % (bitstream, header.interface_id, region,
+                           accelerator.address, target.interface_id))
+        try:
+            write_function(self.ensure_tree(), accelerator.address, target,
+                           header.function_id)
+        except OSError as exc:
+            raise base.DriverError('cannot load %s into the fake %s: %s'
+                                   % (bitstream, accelerator.address, exc))
+
+
+def write_function(root: str, address: str,
+                   region: device_model.FpgaRegion,
+                   function_id: str) -> str:
+    """Make the fake card at ``address`` show ``function_id`` as loaded.
+
+    The file is replaced by a rename, so it always holds the old or the
+    new id, as a card's register does. Returns the file written.
+
+    :raises OSError: the tree has no such card, region or port (e.g. the
+        port is on a VF because SR-IOV is on).
+    """
+    device = os.path.join(root, 'bus', 'pci', 'devices', address)
+    if region.layout == 'xrt':
+        path = os.path.join(device, 'logic_uuids')
+        text = function_id + '\n'
+    else:
+        if region.layout == 'opae':
+            base_dir, prefix = os.path.join(device, 'fpga', region.name), (
+                'intel-fpga-port.')
+        else:
+            base_dir, prefix = os.path.join(device, 'fpga_region',
+                                            region.name), 'dfl-port.'
+        ports = sorted(n for n in os.listdir(base_dir)
+                       if n.startswith(prefix))
+        if not ports:
+            raise FileNotFoundError(
+                'no %s* port under %s (is SR-IOV on?)' % (prefix, base_dir))
+        path = os.path.join(base_dir, ports[0], 'afu_id')
+        text = function_id + '\n'
+    fd, staging = tempfile.mkstemp(prefix='.afu-', dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, 'w') as f:
+            f.write(text)
+        os.chmod(staging, 0o444)
+        os.rename(staging, path)
+    except BaseException:
+        if os.path.exists(staging):
+            os.unlink(staging)
+        raise
+    return path

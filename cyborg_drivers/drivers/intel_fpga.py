@@ -104,6 +104,45 @@ class IntelFpgaDriver(base.AcceleratorDriver):
                                    % (address, errors, path))
         return reasons
 
+    def program(self, accelerator: device_model.Accelerator,
+                region: str, bitstream: str) -> None:
+        """Load GBS ``bitstream`` into ``region`` with OPAE's fpgaconf.
+
+        Runs in the ``sysfs_admin`` privsep daemon
+        (:func:`privsep.fpga.program`), which resolves the bitstream's
+        name under its own directory and checks the GBS's interface id
+        against the card again before loading it.
+
+        :raises base.DriverError: no such region, the port is on a VF, or
+            the load was refused or failed.
+        """
+        _check_region(accelerator, region)
+        if accelerator.sriov and accelerator.sriov.num_vfs:
+            raise base.DriverError(
+                'the FPGA port of %s is assigned to its VF (%d VFs): '
+                'disable SR-IOV before programming'
+                % (accelerator.address, accelerator.sriov.num_vfs))
+        privileged_program(accelerator.address, bitstream)
+
+
+def _check_region(accelerator: device_model.Accelerator,
+                  region: str) -> None:
+    names = [r.name for r in accelerator.fpga_regions]
+    if region not in names:
+        raise base.DriverError('%s has no FPGA region %r (regions: %s)'
+                               % (accelerator.address, region,
+                                  ', '.join(names) or 'none'))
+
+
+def privileged_program(address: str, bitstream: str) -> str | None:
+    """:func:`privsep.fpga.program`, its refusals as DriverError."""
+    import privsep
+    import privsep.fpga
+    try:
+        return privsep.fpga.program(address, bitstream)
+    except (privsep.InvalidArgument, privsep.NotPossible) as exc:
+        raise base.DriverError(str(exc))
+
 
 def _ports(snapshot: sysfs.PciSnapshot, address: str
            ) -> list[tuple[str, ...]]:

@@ -6,6 +6,7 @@ import dataclasses
 
 from cyborg_drivers import base
 from cyborg_drivers import device as device_model
+from cyborg_drivers.drivers import intel_fpga
 from cyborg_drivers import names
 from cyborg_drivers import sysfs
 
@@ -127,6 +128,24 @@ class XilinxFpgaDriver(base.AcceleratorDriver):
                                      else user_id),
                 iommu_group=None, kernel_driver=None)
         return accelerator
+
+    def program(self, accelerator: device_model.Accelerator,
+                region: str, bitstream: str) -> None:
+        """Load xclbin ``bitstream`` through the management function.
+
+        ``xbmgmt program --shell`` in the ``sysfs_admin`` privsep daemon
+        (:func:`privsep.fpga.program`), which checks the xclbin's
+        interface uuid against the card's ``interface_uuids`` first.
+
+        :raises base.DriverError: no such region, no management function
+            visible, or the load was refused or failed.
+        """
+        intel_fpga._check_region(accelerator, region)
+        if accelerator.address not in accelerator.functions:
+            raise base.DriverError('the management function %s of the '
+                                   'card is not visible: it cannot be '
+                                   'programmed' % accelerator.address)
+        intel_fpga.privileged_program(accelerator.address, bitstream)
 
 
 def _role(function: sysfs.PciFunction) -> str | None:

@@ -6,6 +6,8 @@
   devices, in the spec's format plus state and health;
 - ``POST /hello``: an out-of-process driver registers;
 - ``GET /drivers``: the registered out-of-process drivers;
+- ``POST /program``: reprogram one of the host's FPGAs (202, the job;
+  see :mod:`cyborg_nova.programming`), ``GET /program/{id}``: the job;
 - ``GET /openapi.json``: this API's OpenAPI document.
 
 Every route has its request and response schema here, so the OpenAPI
@@ -15,6 +17,7 @@ document is the whole contract; policy rules are
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable
 
 from oslo_config import cfg
@@ -24,8 +27,10 @@ import webob.exc
 from cyborg_drivers import device as device_model
 from cyborg_nova.agent import remote
 from cyborg_nova.api import app as api_app
+from cyborg_nova import bitstreams
 from cyborg_nova.conf import agent as agent_conf
 from cyborg_nova import policies
+from cyborg_nova import programming
 from cyborg_nova import version
 
 TITLE = 'cyborg-nova agent'
@@ -98,6 +103,75 @@ HARDWARE_ENTRY = {
     },
 }
 
+UUID_PATTERN = ('^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-'
+                '[0-9a-f]{12}$')
+
+PROGRAM_BODY = {
+    'type': 'object',
+    'additionalProperties': False,
+    'required': ['device', 'bitstream'],
+    'properties': {
+        'device': {'type': 'string', 'minLength': 1, 'maxLength': 255,
+                   'pattern': r'^[A-Za-z0-9][A-Za-z0-9._:-]*$',
+                   'description': 'PCI address, provider uuid or provider '
+                                  'name of the FPGA.'},
+        'bitstream': {'type': 'string', 'maxLength': 1024,
+                      'pattern': bitstreams.NAME_PATTERN,
+                      'description': 'Name (file name or relative path) '
+                                     'under [cyborg_nova] bitstream_dir.'},
+        'region': {'type': 'string', 'pattern': r'^[A-Za-z0-9._-]{1,64}$',
+                   'description': 'The FPGA region; default: the one the '
+                                  'bitstream fits.'},
+        'job_id': {'type': 'string', 'pattern': UUID_PATTERN,
+                   'description': 'The job\'s id; posting it again '
+                                  'returns that job.'},
+    },
+}
+
+PROGRAM_JOB = {
+    'type': 'object',
+    'required': ['id', 'host', 'device', 'provider', 'bitstream', 'step',
+                 'status', 'error', 'steps'],
+    'properties': {
+        'id': {'type': 'string'},
+        'host': {'type': 'string'},
+        'device': {'type': 'string'},
+        'provider': {'type': 'string'},
+        'driver': {'type': 'string'},
+        'region': {'type': 'string'},
+        'bitstream': {'type': 'string'},
+        'kind': {'type': 'string', 'enum': [bitstreams.GBS,
+                                            bitstreams.XCLBIN]},
+        'interface_id': {'type': 'string'},
+        'function_id': {'type': 'string'},
+        'previous_function_id': {'type': 'string', 'nullable': True},
+        'previous_state': {'type': 'string'},
+        'step': {'type': 'string', 'enum': list(programming.STEPS)},
+        'status': {'type': 'string', 'enum': list(programming.STATUSES)},
+        'error': {'type': 'string', 'nullable': True},
+        'attempts': {'type': 'integer', 'minimum': 0},
+        'created_at': {'type': 'number'},
+        'updated_at': {'type': 'number'},
+        'finished_at': {'type': 'number', 'nullable': True},
+        'consumer': {'type': 'string', 'nullable': True,
+                     'description': 'The instance allowed to hold the '
+                                    'device while it is programmed.'},
+        'steps': {'type': 'array', 'items': {
+            'type': 'object',
+            'required': ['step', 'at', 'detail'],
+            'properties': {'step': {'type': 'string'},
+                           'at': {'type': 'number'},
+                           'detail': {'type': 'string', 'nullable': True}},
+        }},
+    },
+}
+
+PROGRAM_RESPONSE = {
+    'type': 'object',
+    'required': ['program'],
+    'properties': {'program': PROGRAM_JOB},
+}
+
 DISCOVERY_RESPONSE = {
     'type': 'object',
     'required': ['status'],
@@ -122,13 +196,17 @@ DRIVERS_RESPONSE = {
 
 def build_app(conf: cfg.ConfigOpts, hardware: Callable[[], list[dict]],
               request_discovery: Callable[[], None],
-              registry: remote.Registry) -> api_app.Application:
+              registry: remote.Registry,
+              programmer: programming.Programmer | None = None,
+              nodename: str = '') -> api_app.Application:
     """The agent's WSGI application.
 
     :param hardware: every ``GET /hardware`` entry, local and remote.
     :param request_discovery: starts (or coalesces into) a discovery in
         the background; returns at once.
     :param registry: the out-of-process drivers.
+    :param programmer: reprograms this host's FPGAs (``nodename``'s);
+        None: ``POST /program`` is refused (no Placement to fence with).
     """
 
     def post_discovery(request: webob.Request) -> tuple[int, Any]:
@@ -151,6 +229,28 @@ def build_app(conf: cfg.ConfigOpts, hardware: Callable[[], list[dict]],
     def get_drivers(request: webob.Request) -> tuple[int, Any]:
         return 200, {'drivers': registry.drivers()}
 
+    def post_program(request: webob.Request, body: dict
+                     ) -> tuple[int, Any]:
+        if programmer is None:
+            raise api_app.HTTPError(409, 'programming is not available: '
+                                    'the agent has no [placement] '
+                                    'credentials to fence devices with')
+        try:
+            job = programmer.start(nodename, body['device'],
+                                   body['bitstream'], body.get('region'),
+                                   body.get('job_id'))
+        except programming.Refused as exc:
+            raise api_app.HTTPError(exc.code, str(exc))
+        return 202, {'program': job.to_dict()}
+
+    def get_program(request: webob.Request, job: str) -> tuple[int, Any]:
+        found = None
+        if programmer is not None and re.match(UUID_PATTERN, job):
+            found = programmer.job(job)
+        if found is None:
+            raise api_app.HTTPError(404, 'no programming job %s' % job)
+        return 200, {'program': found.to_dict()}
+
     application: api_app.Application | None = None
     routes = [
         api_app.Route('POST', '/discovery', post_discovery,
@@ -171,6 +271,16 @@ def build_app(conf: cfg.ConfigOpts, hardware: Callable[[], list[dict]],
                       'cyborg_nova:agent:drivers',
                       'List the registered out-of-process drivers',
                       response=DRIVERS_RESPONSE),
+        api_app.Route('POST', '/program', post_program,
+                      'cyborg_nova:agent:program',
+                      'Reprogram an FPGA of this host (fenced, proven '
+                      'unallocated, verified)', status=202,
+                      body=PROGRAM_BODY, response=PROGRAM_RESPONSE,
+                      # Refused: incompatible, allocated, busy...
+                      errors=(409,)),
+        api_app.Route('GET', '/program/{job}', get_program,
+                      'cyborg_nova:agent:program:show',
+                      'Show a programming job', response=PROGRAM_RESPONSE),
         api_app.openapi_route(lambda: application,
                               'cyborg_nova:agent:openapi'),
     ]

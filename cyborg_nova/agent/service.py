@@ -12,7 +12,9 @@
   changed;
 - the udev watcher: each PCI uevent re-discovers and fences its device;
 - the out-of-process driver poller;
-- heartbeats to the conductor, when ``conductor_url`` is set.
+- heartbeats to the conductor, when ``conductor_url`` is set;
+- FPGA programming jobs (``POST /program``), and at start the recovery of
+  those a killed agent or CLI left unfinished (from their journal).
 
 It prints ``listening <url>`` on stdout once it serves.
 """
@@ -45,6 +47,7 @@ from cyborg_nova.conf import agent as agent_conf
 from cyborg_nova import lifecycle
 from cyborg_nova import notifications
 from cyborg_nova import placement
+from cyborg_nova import programming
 from cyborg_nova import state as state_store
 
 LOG = logging.getLogger(__name__)
@@ -132,10 +135,13 @@ class Agent:
         self.discovery = Discovery(self._discover, opts.discovery_interval)
         self.watcher = (events.PciEventWatcher(self._on_event)
                         if opts.watch_udev else None)
+        self.programmer = self._programmer()
         self.app = api.build_app(conf, self.hardware, self.request_discovery,
-                                 self.registry)
+                                 self.registry, self.programmer,
+                                 self.nodename)
         self.server: server.Server | None = None
         self.heartbeat: heartbeat.Heartbeat | None = None
+        self._stopping = threading.Event()
 
     def _fencer(self) -> fence.Fencer | None:
         if not self.conf.cyborg_agent.fence:
@@ -150,6 +156,39 @@ class Agent:
                         'only at nova-compute\'s next update')
             return None
         return fence.Fencer(client)
+
+    def _programmer(self) -> programming.Programmer | None:
+        client = placement.from_conf(self.conf)
+        if client is None:
+            LOG.warning('FPGA programming is off: [placement] has no '
+                        'auth_type, so devices cannot be fenced')
+            return None
+
+        def privileged_setup():
+            from cyborg_nova.cmd import hostargs
+            hostargs.start_privsep(self.conf, 'sysfs_admin')
+        # oslo.privsep imports eventlet, whose first import in a worker
+        # thread leaves that thread unjoinable: import it in this one.
+        from cyborg_nova import whitelist
+        whitelist.quiet_import('privsep')
+        return programming.Programmer(
+            self.conf, self.store, client, lambda: self.local.drivers,
+            self.conf.cyborg_nova.sysfs_root, privileged_setup,
+            on_finished=lambda job: self.request_discovery())
+
+    def _recover_programs(self) -> None:
+        # At start, then now and then: a job whose unfence could not
+        # reach Placement, or that a killed CLI left, is finished here.
+        interval = max(self.conf.cyborg_agent.discovery_interval, 30)
+        while True:
+            try:
+                for job in self.programmer.recover():
+                    LOG.info('Recovered programming job %s of %s: %s',
+                             job.id, job.address, job.status)
+            except Exception:
+                LOG.exception('Recovering programming jobs failed')
+            if self._stopping.wait(interval):
+                return
 
     # -- what the API calls ------------------------------------------------
 
@@ -225,6 +264,9 @@ class Agent:
             LOG.error('No PCI bus to discover: %s', exc)
         self.registry.start()
         self.discovery.start()
+        if self.programmer is not None:
+            threading.Thread(target=self._recover_programs, daemon=True,
+                             name='program-recovery').start()
         self.server = server.Server(
             server.with_auth(self.conf, agent_conf.GROUP.name, self.app),
             opts, agent_conf.DEFAULT_PORT, PROG)
@@ -236,6 +278,9 @@ class Agent:
             self.heartbeat.start()
 
     def stop(self) -> None:
+        self._stopping.set()
+        if self.programmer is not None:
+            self.programmer.close()
         if self.server is not None:
             self.server.stop()
         if self.watcher is not None:

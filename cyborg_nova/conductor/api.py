@@ -2,7 +2,9 @@
 
 ``POST /hello`` is the internal API spec's "register agent" (and the
 heartbeat), ``GET /agents`` who is UP, ``GET /hardware`` every UP
-host's hardware with Placement usage, ``GET /openapi.json`` this API.
+host's hardware with Placement usage, ``POST /programs`` reprograms an
+FPGA through its host's agent and ``GET /programs/{id}`` follows the job,
+``GET /openapi.json`` this API.
 Every route requires a token; the policy rules are
 :data:`cyborg_nova.policies.CONDUCTOR_RULES`.
 """
@@ -10,15 +12,21 @@ Every route requires a token; the policy rules are
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import re
+import threading
 from typing import Any
+import urllib.error
 import urllib.parse
+import urllib.request
+import uuid as uuid_lib
 
 from oslo_config import cfg
 from oslo_db import exception as db_exc
 import webob
 
+from cyborg_nova.agent import api as agent_api
 from cyborg_nova.api import app as api_app
 from cyborg_nova.conductor import db
 from cyborg_nova.conductor import hardware
@@ -117,6 +125,52 @@ HARDWARE = {
 }
 
 
+PROGRAMS_BODY = {
+    'type': 'object',
+    'additionalProperties': False,
+    'required': ['host', 'device', 'bitstream'],
+    'properties': {
+        'host': {'type': 'string', 'minLength': 1,
+                 'maxLength': db.HOST_LENGTH, 'pattern': HOST_PATTERN,
+                 'description': 'The agent\'s host (Nova nodename).'},
+        'device': agent_api.PROGRAM_BODY['properties']['device'],
+        'bitstream': agent_api.PROGRAM_BODY['properties']['bitstream'],
+        'region': agent_api.PROGRAM_BODY['properties']['region'],
+    },
+}
+
+PROGRAM = {
+    'type': 'object',
+    'additionalProperties': False,
+    'required': ['id', 'host', 'device', 'bitstream', 'region', 'status',
+                 'error', 'created_at', 'updated_at', 'job'],
+    'properties': {
+        'id': {'type': 'string'},
+        'host': {'type': 'string'},
+        'device': {'type': 'string'},
+        'bitstream': {'type': 'string'},
+        'region': {'type': 'string', 'nullable': True},
+        'status': {'type': 'string',
+                   'description': 'pending (the agent has not accepted '
+                                  'it yet), running, succeeded, failed '
+                                  'or refused'},
+        'error': {'type': 'string', 'nullable': True},
+        'created_at': {'type': 'string', 'format': 'date-time'},
+        'updated_at': {'type': 'string', 'format': 'date-time'},
+        'job': {**agent_api.PROGRAM_JOB, 'nullable': True,
+                'description': 'The agent\'s journal of the job, as last '
+                               'read.'},
+    },
+}
+
+PROGRAM_RESPONSE = {
+    'type': 'object',
+    'additionalProperties': False,
+    'required': ['program'],
+    'properties': {'program': PROGRAM},
+}
+
+
 def endpoint_problem(endpoint: str) -> str | None:
     """Why ``endpoint`` is not an agent API URL; None when it is one."""
     if not re.fullmatch(ENDPOINT_PATTERN, endpoint):
@@ -189,10 +243,169 @@ class Handlers:
         return 200, self.collector.collect(self.registry.up_agents())
 
 
+class Programs:
+    """FPGA programming jobs, relayed to the agent of their host.
+
+    The agent validates, journals and runs the job under the id given
+    here, and a job id posted again returns the same job: a row still
+    ``pending`` (the agent could not be reached, or the conductor died
+    before it learned the answer) is simply posted again, when it is
+    read and when the conductor starts.
+    """
+
+    def __init__(self, store: db.ProgramStore,
+                 registry: registry_mod.Registry,
+                 collector: hardware.Collector) -> None:
+        self.store = store
+        self.registry = registry
+        self.collector = collector
+
+    def _call(self, agent: db.Agent, method: str, path: str,
+              body: dict | None = None) -> tuple[int, dict]:
+        url = agent.endpoint.rstrip('/') + path
+        headers = {'Accept': 'application/json'}
+        if self.collector.token:
+            headers['X-Auth-Token'] = self.collector.token
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            headers['Content-Type'] = 'application/json'
+        request = urllib.request.Request(url, data=data, method=method,
+                                         headers=headers)
+        try:
+            with self.collector._opener.open(
+                    request, timeout=self.collector.timeout) as resp:
+                return resp.status, json.loads(resp.read(1 << 20))
+        except urllib.error.HTTPError as exc:
+            return exc.code, {'error': {'message': hardware._error_message(
+                exc)}}
+        except (OSError, ValueError) as exc:
+            raise hardware.AgentError('%s %s failed: %s' % (method, url,
+                                                            exc))
+
+    def _record(self, program: db.Program) -> dict:
+        return {
+            'id': program.id, 'host': program.host,
+            'device': program.device, 'bitstream': program.bitstream,
+            'region': program.region, 'status': program.status,
+            'error': program.error,
+            'created_at': registry_mod.isoformat(program.created_at),
+            'updated_at': registry_mod.isoformat(program.updated_at),
+            'job': json.loads(program.job) if program.job else None,
+        }
+
+    def _learn(self, program: db.Program, code: int, answer: dict
+               ) -> db.Program:
+        """Record what the agent answered about ``program``."""
+        now = db.utcnow()
+        if code in (200, 202):
+            job = answer['program']
+            return self.store.update(
+                program.id, now, status=job['status'], error=job['error'],
+                job=json.dumps(job))
+        message = answer.get('error', {}).get('message', '')
+        if code in (400, 404, 409):
+            return self.store.update(program.id, now, status='refused',
+                                     error=message)
+        return self.store.update(program.id, now, error='the agent '
+                                 'answered %s: %s' % (code, message))
+
+    def _submit(self, program: db.Program) -> tuple[db.Program, int]:
+        """Post ``program`` to its agent; the row and the agent's code."""
+        agent = self.registry.store.get(program.host)
+        if agent is None:
+            return self.store.update(program.id, db.utcnow(),
+                                     status='refused', error='no agent '
+                                     'registered for host %s'
+                                     % program.host), 404
+        body = {'device': program.device, 'bitstream': program.bitstream,
+                'job_id': program.id}
+        if program.region:
+            body['region'] = program.region
+        try:
+            code, answer = self._call(agent, 'POST', '/program', body)
+        except hardware.AgentError as exc:
+            return self.store.update(program.id, db.utcnow(), error=(
+                'not accepted yet (retried): %s' % exc)), 0
+        return self._learn(program, code, answer), code
+
+    def create(self, request: webob.Request, body: dict
+               ) -> tuple[int, Any]:
+        for key in ('host', 'device', 'bitstream'):
+            schema = PROGRAMS_BODY['properties'][key]
+            if not re.fullmatch(schema['pattern'], body[key]):
+                raise api_app.HTTPError(400, '%s %r is not valid'
+                                        % (key, body[key]))
+        agent = self.registry.store.get(body['host'])
+        if agent is None:
+            raise api_app.HTTPError(404, 'no agent registered for host %s'
+                                    % body['host'])
+        if agent.is_down(db.utcnow(), self.registry.down_time):
+            raise api_app.HTTPError(409, 'the agent of %s is DOWN'
+                                    % body['host'])
+        program = self.store.create(
+            str(uuid_lib.uuid4()), body['host'], body['device'],
+            body['bitstream'], body.get('region'), db.utcnow())
+        program, code = self._submit(program)
+        if code in (400, 404, 409):
+            raise api_app.HTTPError(code, 'refused by the agent of %s: %s'
+                                    % (program.host, program.error))
+        if code not in (0, 202):
+            raise api_app.HTTPError(502, program.error)
+        return 202, {'program': self._record(program)}
+
+    def show(self, request: webob.Request, id: str) -> tuple[int, Any]:
+        program = self.store.get(id) if re.fullmatch(
+            agent_api.UUID_PATTERN, id) else None
+        if program is None:
+            raise api_app.HTTPError(404, 'no programming job %s' % id)
+        if program.status == 'pending':
+            program, _ = self._submit(program)
+        elif program.status == 'running':
+            agent = self.registry.store.get(program.host)
+            try:
+                code, answer = self._call(agent, 'GET',
+                                          '/program/%s' % program.id)
+                if code == 200:
+                    program = self._learn(program, code, answer)
+            except (hardware.AgentError, AttributeError) as exc:
+                LOG.warning('Programming job %s: cannot ask the agent of '
+                            '%s: %s', program.id, program.host, exc)
+        return 200, {'program': self._record(program)}
+
+    def pending(self) -> bool:
+        """Whether a job waits to be posted (False if none can be read)."""
+        try:
+            return bool(self.store.pending())
+        except Exception as exc:
+            LOG.error('Cannot read the programming jobs: %s', exc)
+            return False
+
+    def resume(self) -> None:
+        """Post again what no agent has accepted yet."""
+        try:
+            for program in self.store.pending():
+                program, code = self._submit(program)
+                LOG.info('Programming job %s of %s posted again: %s',
+                         program.id, program.host, program.status)
+        except Exception:
+            LOG.exception('Resuming pending programming jobs failed')
+
+
 def make_app(conf: cfg.ConfigOpts, registry: registry_mod.Registry,
-             collector: hardware.Collector) -> api_app.Application:
-    """The WSGI application of the conductor-lite."""
+             collector: hardware.Collector,
+             resume: bool = True) -> api_app.Application:
+    """The WSGI application of the conductor-lite.
+
+    With ``resume``, programming jobs left pending by an earlier run are
+    posted to their agents again, in the background.
+    """
     handlers = Handlers(registry, collector)
+    programs = Programs(db.ProgramStore(registry.store.engine), registry,
+                        collector)
+    if resume and programs.pending():
+        threading.Thread(target=programs.resume, daemon=True,
+                         name='resume-programs').start()
     application = None
     routes = [
         api_app.Route(
@@ -210,6 +423,17 @@ def make_app(conf: cfg.ConfigOpts, registry: registry_mod.Registry,
             'cyborg_nova:conductor:hardware',
             'List the hardware of every UP agent, with Placement usage',
             response=HARDWARE),
+        api_app.Route(
+            'POST', '/programs', _unavailable_db(programs.create),
+            'cyborg_nova:conductor:programs:create',
+            'Reprogram an FPGA through the agent of its host',
+            body=PROGRAMS_BODY, response=PROGRAM_RESPONSE, status=202,
+            # Refused (incompatible, busy, agent DOWN); the agent failed.
+            errors=(409, 502)),
+        api_app.Route(
+            'GET', '/programs/{id}', _unavailable_db(programs.show),
+            'cyborg_nova:conductor:programs:show',
+            'Show an FPGA programming job', response=PROGRAM_RESPONSE),
         api_app.openapi_route(lambda: application,
                               'cyborg_nova:conductor:openapi'),
     ]

@@ -4,9 +4,9 @@ SQLite by default; MySQL or PostgreSQL by URL (``[database]
 connection``, as oslo.db registers it). The engine comes from oslo.db,
 which sets the per-backend connection options (SQL mode, pool, ping)
 and turns driver errors into ``oslo_db.exception`` classes. Tables are
-created when the store opens; a later table (such as the ``jobs`` of
-FPGA reprogramming) is added to :data:`METADATA` and created the same
-way, schema changes to existing tables will need migrations.
+created when the store opens; a later table (such as :data:`PROGRAMS`,
+the jobs of FPGA reprogramming) is added to :data:`METADATA` and created
+the same way; schema changes to existing tables will need migrations.
 
 Every write is a single conditional statement, so several API threads
 (or several conductors sharing one database) cannot both "win" the
@@ -54,6 +54,30 @@ AGENTS = sa.Table(
     sa.Column('last_seen', _DateTime, nullable=False),
     # Whether the DOWN alarm of the current silence has been raised.
     sa.Column('down_alarmed', sa.Boolean, nullable=False, default=False),
+    mysql_engine='InnoDB',
+    mysql_charset='utf8mb4',
+)
+
+#: Longest bitstream name and device reference of a programming job.
+BITSTREAM_LENGTH = 1024
+DEVICE_LENGTH = 255
+
+# FPGA programming jobs relayed to agents. The agent journals and runs
+# the job under the same id; this row is what the conductor-lite last
+# learned of it ("pending" until the agent accepted it).
+PROGRAMS = sa.Table(
+    'programs', METADATA,
+    sa.Column('id', sa.String(36), primary_key=True),
+    sa.Column('host', _Host, nullable=False),
+    sa.Column('device', sa.String(DEVICE_LENGTH), nullable=False),
+    sa.Column('bitstream', sa.String(BITSTREAM_LENGTH), nullable=False),
+    sa.Column('region', sa.String(64), nullable=True),
+    sa.Column('status', sa.String(STATUS_LENGTH), nullable=False),
+    # The agent's view of the job, as JSON.
+    sa.Column('job', sa.Text, nullable=True),
+    sa.Column('error', sa.Text, nullable=True),
+    sa.Column('created_at', _DateTime, nullable=False),
+    sa.Column('updated_at', _DateTime, nullable=False),
     mysql_engine='InnoDB',
     mysql_charset='utf8mb4',
 )
@@ -203,3 +227,59 @@ class AgentStore:
                         sa.select(AGENTS).where(
                             AGENTS.c.host == host)).one()))
         return claimed
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    """One row of ``programs``."""
+
+    id: str
+    host: str
+    device: str
+    bitstream: str
+    region: str | None
+    status: str
+    job: str | None
+    error: str | None
+    created_at: datetime.datetime
+    updated_at: datetime.datetime
+
+
+class ProgramStore:
+    """The ``programs`` table on ``engine`` (created with the others)."""
+
+    def __init__(self, engine: sa.engine.Engine) -> None:
+        self.engine = engine
+        METADATA.create_all(engine)
+
+    def create(self, program_id: str, host: str, device: str,
+               bitstream: str, region: str | None,
+               now: datetime.datetime) -> Program:
+        with self.engine.begin() as conn:
+            conn.execute(PROGRAMS.insert().values(
+                id=program_id, host=host, device=device,
+                bitstream=bitstream, region=region, status='pending',
+                created_at=now, updated_at=now))
+        return self.get(program_id)
+
+    def update(self, program_id: str, now: datetime.datetime,
+               **values) -> Program | None:
+        with self.engine.begin() as conn:
+            conn.execute(PROGRAMS.update().where(
+                PROGRAMS.c.id == program_id).values(updated_at=now,
+                                                    **values))
+        return self.get(program_id)
+
+    def get(self, program_id: str) -> Program | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(PROGRAMS).where(
+                PROGRAMS.c.id == program_id)).first()
+        return Program(**row._mapping) if row is not None else None
+
+    def pending(self) -> list[Program]:
+        """Jobs no agent has accepted yet, oldest first."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(PROGRAMS).where(
+                PROGRAMS.c.status == 'pending').order_by(
+                    PROGRAMS.c.created_at))
+            return [Program(**row._mapping) for row in rows]

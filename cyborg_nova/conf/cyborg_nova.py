@@ -59,6 +59,48 @@ Holds each device's lifecycle state (inactive, ready, unhealthy, held...),
 shared by nova-compute, the agent and the CLI on this host. Its directory
 must be writable by the nova user.
 """),
+    cfg.StrOpt(
+        'bitstream_dir',
+        default='/var/lib/cyborg-nova/bitstreams',
+        help="""
+The directory FPGA bitstreams are programmed from.
+
+``cyborg-nova program --bitstream NAME`` (and the agent's and the
+conductor-lite's program APIs) take a name under this directory: a file
+name or a relative path. Absolute paths, ``..`` and symlinks that lead
+out of the directory are refused before anything is touched. The
+privileged helper resolves the name again under its own
+``[cyborg_nova_privsep] bitstream_dir``; point both at the same
+directory.
+
+Related options:
+
+* ``[cyborg_nova_privsep] bitstream_dir``, ``program_timeout``
+"""),
+    cfg.IntOpt(
+        'program_timeout',
+        default=900,
+        min=1,
+        help="""
+Seconds the driver may take to load one bitstream. A load that takes
+longer fails the programming job: the device stays fenced (fully
+reserved) in the ``failed`` state, with the
+``CUSTOM_FPGA_PROGRAMMING_FAILED`` trait on its provider.
+
+Related options:
+
+* ``[cyborg_nova_privsep] fpga_program_timeout`` (the privileged
+  helper's own bound on the programming tool)
+"""),
+    cfg.IntOpt(
+        'program_concurrency',
+        default=4,
+        min=1,
+        help="""
+How many FPGAs one ``cyborg-nova program`` (or one agent) programs at
+the same time when several are asked for (``--all-free-in-host`` or a
+list of devices).
+"""),
 ]
 
 

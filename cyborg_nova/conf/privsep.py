@@ -71,6 +71,29 @@ Related options:
 
 * ``pci_device_spec_file``
 """),
+    cfg.StrOpt(
+        'bitstream_dir',
+        default='/var/lib/cyborg-nova/bitstreams',
+        help="""
+The directory the privileged helper loads FPGA bitstreams from. Callers
+pass a bitstream's name, never a path: the helper resolves it here
+again, refusing anything that leads out of the directory, and checks the
+file's header against the device before running the programming tool.
+
+Related options:
+
+* ``[cyborg_nova] bitstream_dir`` (what the services validate against;
+  set both together)
+"""),
+    cfg.IntOpt(
+        'fpga_program_timeout',
+        default=600,
+        min=1,
+        help="""
+Seconds the privileged helper lets an FPGA programming tool
+(``fpgaconf``, ``xbmgmt``) run before it kills it and reports the load
+as failed.
+"""),
 ]
 
 

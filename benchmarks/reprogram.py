@@ -1,0 +1,214 @@
+"""What safe FPGA reprogramming costs besides loading the bitstream.
+
+One FPGA of fpga-host is reprogrammed ``--rounds`` times (alternating two
+AFUs) through :class:`cyborg_nova.programming.Programmer`, in this
+process, the way ``cyborg-nova program`` does it: validation (a discovery,
+the GBS header), the journal in the host's state store, the fence and the
+proof of no allocation in a real Placement (tools/placement_server.py:
+wsgiref, SQLite, one thread), the load through the intel_fpga driver and
+the ``sysfs_admin`` privsep daemon (privsep-helper, running the stand-in
+``fpgaconf`` of tests/unit/programming/tools), the verification (a second
+discovery), the trait swap and the unfence. The orchestration overhead is
+each run's wall time less its load step (the journal's ``programming`` to
+``programmed``: the privileged call and the tool).
+
+Then ``--fpgas`` PACs of one host are reprogrammed with a load that takes
+``--delay`` seconds each, one at a time and all at once
+(``program_many``), to show the concurrency.
+
+Prints a Markdown table and writes it to benchmarks/results/reprogram.md.
+
+Usage: python benchmarks/reprogram.py [--rounds 20] [--fpgas 8]
+           [--delay 1.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(HERE)
+sys.path.insert(0, REPO_ROOT)
+
+from cyborg_nova.cmd import cli  # noqa: E402
+from cyborg_nova.cmd import program as program_cmd  # noqa: E402
+from cyborg_nova import programming  # noqa: E402
+from tests.functional.programming import base  # noqa: E402
+from tests.functional.programming import conftest  # noqa: E402
+from tests.unit.programming import fakes  # noqa: E402
+
+TARGET_MS = 150.0
+PHASES = [
+    ('validate', None, programming.CREATED),
+    ('fence', programming.CREATED, programming.FENCED),
+    ('prove unallocated', programming.FENCED, programming.CHECKED),
+    ('load (excluded)', programming.PROGRAMMING, programming.PROGRAMMED),
+    ('verify', programming.PROGRAMMED, programming.VERIFIED),
+    ('swap traits', programming.VERIFIED, programming.TRAITS_SWAPPED),
+    ('unfence', programming.TRAITS_SWAPPED, programming.DONE),
+]
+
+
+def programmer_for(host: base.Host) -> programming.Programmer:
+    app = cli.CyborgNovaApp()
+    app.conf = cli.load_config([host.conf])
+    return program_cmd.make_programmer(app, argparse.Namespace())
+
+
+def stop_privsep() -> None:
+    import privsep
+    privsep.sysfs_admin.stop()
+
+
+def single(host: base.Host, rounds: int) -> dict:
+    programmer = programmer_for(host)
+    afus = ['intel/nlb3.gbs', 'intel/nlb0.gbs']
+    # Warm-up: starts the privsep daemon, fills caches.
+    programmer.program(host.nodename, fakes.PAC0, afus[0])
+    overheads, totals, phases = [], [], {p[0]: [] for p in PHASES}
+    for n in range(rounds):
+        wall, start = time.time(), time.perf_counter()
+        job = programmer.program(host.nodename, fakes.PAC0,
+                                 afus[(n + 1) % 2])
+        total = time.perf_counter() - start
+        assert job.status == programming.SUCCEEDED, job
+        job = programmer.job(job.id)
+        load = job.step_time(programming.PROGRAMMED) - job.step_time(
+            programming.PROGRAMMING)
+        totals.append(total)
+        overheads.append(total - load)
+        for name, first, last in PHASES:
+            begin = wall if first is None else job.step_time(first)
+            phases[name].append(job.step_time(last) - begin)
+    stop_privsep()
+    return {'overhead': overheads, 'total': totals, 'phases': phases}
+
+
+def many(host: base.Host, fpgas: int, delay: float) -> dict:
+    os.environ['FAKE_FPGA_DELAY'] = str(delay)
+    programmer = programmer_for(host)
+    devices = ['0000:%02x:00.0' % (0x20 + 2 * n) for n in range(fpgas)]
+    result = {}
+    for label, concurrency, name in (('one at a time', 1, 'intel/nlb3.gbs'),
+                                     ('all at once', fpgas,
+                                      'intel/dma.gbs')):
+        start = time.perf_counter()
+        outcome = programmer.program_many(host.nodename, devices, name,
+                                          concurrency=concurrency)
+        result[label] = time.perf_counter() - start
+        assert all(j.status == programming.SUCCEEDED
+                   for j in outcome.values()), outcome
+        assert all(host.reserved(d) == 0 for d in devices)
+    stop_privsep()
+    os.environ.pop('FAKE_FPGA_DELAY')
+    return result
+
+
+def ms(values) -> str:
+    return '%.1f' % (1000 * values)
+
+
+def report(one: dict, eight: dict, rounds: int, fpgas: int,
+           delay: float) -> str:
+    overhead = one['overhead']
+    median, worst = statistics.median(overhead), max(overhead)
+    lines = [
+        '# FPGA reprogramming: orchestration overhead and concurrency',
+        '',
+        'Measured by `python benchmarks/reprogram.py --rounds %d --fpgas %d '
+        '--delay %g` on %s, Python %s, %d CPUs; Placement is '
+        'tools/placement_server.py (wsgiref, SQLite, one thread) on '
+        'loopback, ~10 ms per request.' % (
+            rounds, fpgas, delay, platform.platform(terse=True),
+            platform.python_version(), os.cpu_count()),
+        '',
+        '## One reprogramming, everything but the bitstream write',
+        '',
+        '| | median | min | worst | target |',
+        '|---|---:|---:|---:|---:|',
+        '| orchestration overhead (ms) | %s | %s | %s | < %d |' % (
+            ms(median), ms(min(overhead)), ms(worst), TARGET_MS),
+        '| whole reprogramming incl. the load (ms) | %s | %s | %s | |' % (
+            ms(statistics.median(one['total'])), ms(min(one['total'])),
+            ms(max(one['total']))),
+        '',
+        'Median of %d runs per phase (journal timestamps):' % rounds,
+        '',
+        '| phase | Placement requests | median (ms) |',
+        '|---|---|---:|',
+    ]
+    requests = {
+        'validate': 'none (discovery, GBS header)',
+        'fence': 'GET + PUT inventory (Fencer)',
+        'prove unallocated': 'GET allocations, GET inventories',
+        'load (excluded)': 'none (privsep daemon, fpgaconf)',
+        'verify': 'GET allocations (discovery again)',
+        'swap traits': 'GET traits, PUT /traits/{name}, PUT traits',
+        'unfence': 'GET + PUT inventory (Fencer)',
+    }
+    for name, _, _ in PHASES:
+        lines.append('| %s | %s | %s |' % (
+            name, requests[name], ms(statistics.median(
+                one['phases'][name]))))
+    lines += [
+        '',
+        'Verdict: median %s ms, worst %s ms: %s the %d ms target.' % (
+            ms(median), ms(worst),
+            'within' if median < TARGET_MS / 1000 else 'OVER', TARGET_MS),
+        '',
+        '## %d FPGAs of one host, each load taking %g s' % (fpgas, delay),
+        '',
+        '| | wall time (s) |',
+        '|---|---:|',
+    ]
+    for label, seconds in eight.items():
+        lines.append('| %s | %.2f |' % (label, seconds))
+    lines += [
+        '',
+        'All at once: %.1fx faster than one at a time ([cyborg_nova] '
+        'program_concurrency, and the privsep daemon\'s thread_pool_size '
+        'at least as large: loads run in its thread pool).' % (
+            eight['one at a time'] / eight['all at once']),
+        '',
+    ]
+    return '\n'.join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--rounds', type=int, default=20)
+    parser.add_argument('--fpgas', type=int, default=8)
+    parser.add_argument('--delay', type=float, default=1.0)
+    parser.add_argument('--output', default=os.path.join(
+        HERE, 'results', 'reprogram.md'))
+    args = parser.parse_args(argv)
+    workdir = tempfile.mkdtemp(prefix='reprogram-bench-')
+    placement = conftest.start_placement()
+    try:
+        host = base.Host(os.path.join(workdir, 'one'), placement.endpoint)
+        host.report()
+        one = single(host, args.rounds)
+        host8 = base.Host(os.path.join(workdir, 'many'), placement.endpoint,
+                          profile=fakes.pac_profile(args.fpgas),
+                          privsep_threads=args.fpgas)
+        host8.report()
+        eight = many(host8, args.fpgas, args.delay)
+    finally:
+        placement.cleanUp()
+        shutil.rmtree(workdir, ignore_errors=True)
+    text = report(one, eight, args.rounds, args.fpgas, args.delay)
+    print(text)
+    with open(args.output, 'w') as f:
+        f.write(text)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

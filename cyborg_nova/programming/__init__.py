@@ -1,0 +1,66 @@
+"""Safe FPGA reprogramming: validate, fence, prove unallocated, program.
+
+:class:`Programmer` reprograms one FPGA (or several, concurrently) on
+this host, as a journal of steps in the host's state store:
+
+1. validate (nothing is touched yet): the device is an FPGA region a
+   loaded driver can program; the bitstream is a file under
+   ``[cyborg_nova] bitstream_dir`` whose header (GBS or xclbin2) names
+   the region's interface id;
+2. fence: the device's state becomes ``programming`` in the store (so
+   Nova's update computes ``reserved = total`` too), then ``reserved``
+   is written to its provider, generation-checked (the agent's Fencer);
+3. prove unallocated: the provider has no allocations; otherwise it is
+   unfenced and the job refused, naming the consumers (instances);
+4. program through the driver (and its privsep helper), with a timeout;
+5. verify: a fresh discovery reads the loaded function back from sysfs;
+6. swap the function trait on the provider (generation-checked, the
+   values Nova's update computes; trait definitions are never deleted;
+   the allocations are read again if the provider changed since step 3)
+   and record the owned traits in the store as Nova's update does;
+7. unfence: the device gets its state back, and its provider the
+   ``reserved`` that state gives.
+
+A failure from step 4 on leaves the device fenced in the ``failed`` state
+with :data:`FAILED_TRAIT` on its provider; a failure before it rolls back
+(the job is ``refused``). Every step is journaled before it acts and is
+idempotent, so a job whose process died (its lock file is free) is
+resumed by :meth:`Programmer.recover`, forward: fencing and proving
+the provider unallocated again before any load. A device is never
+unfenced before its traits match what sysfs says is loaded.
+
+The package: :mod:`.journal` (jobs, steps, the job locks),
+:mod:`.placement` (the reads and the trait writes) and
+:mod:`.programmer` (validation, the steps, recovery). Everything public
+is importable from here.
+"""
+
+from cyborg_nova.programming.journal import CHECKED  # noqa: F401
+from cyborg_nova.programming.journal import CREATED  # noqa: F401
+from cyborg_nova.programming.journal import DONE  # noqa: F401
+from cyborg_nova.programming.journal import FAILED  # noqa: F401
+from cyborg_nova.programming.journal import FAILED_STEP  # noqa: F401
+from cyborg_nova.programming.journal import FAILING  # noqa: F401
+from cyborg_nova.programming.journal import FENCED  # noqa: F401
+from cyborg_nova.programming.journal import FENCING  # noqa: F401
+from cyborg_nova.programming.journal import Job  # noqa: F401
+from cyborg_nova.programming.journal import JobLock  # noqa: F401
+from cyborg_nova.programming.journal import Journal  # noqa: F401
+from cyborg_nova.programming.journal import PROGRAMMED  # noqa: F401
+from cyborg_nova.programming.journal import PROGRAMMING  # noqa: F401
+from cyborg_nova.programming.journal import ProgrammingError  # noqa: F401
+from cyborg_nova.programming.journal import REFUSED  # noqa: F401
+from cyborg_nova.programming.journal import Refused  # noqa: F401
+from cyborg_nova.programming.journal import ROLLED_BACK  # noqa: F401
+from cyborg_nova.programming.journal import ROLLING_BACK  # noqa: F401
+from cyborg_nova.programming.journal import RUNNING  # noqa: F401
+from cyborg_nova.programming.journal import STATUSES  # noqa: F401
+from cyborg_nova.programming.journal import STEPS  # noqa: F401
+from cyborg_nova.programming.journal import SUCCEEDED  # noqa: F401
+from cyborg_nova.programming.journal import TRAITS_SWAPPED  # noqa: F401
+from cyborg_nova.programming.journal import UNFENCING  # noqa: F401
+from cyborg_nova.programming.journal import VERIFIED  # noqa: F401
+from cyborg_nova.programming.placement import PlacementOps  # noqa: F401
+from cyborg_nova.programming.programmer import FAILED_TRAIT  # noqa: F401
+from cyborg_nova.programming.programmer import MAX_ATTEMPTS  # noqa: F401
+from cyborg_nova.programming.programmer import Programmer  # noqa: F401

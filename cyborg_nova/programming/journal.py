@@ -1,0 +1,265 @@
+"""The programming journal: jobs and their steps in the state store.
+
+Each reprogramming is a :class:`Job`. Its steps are journaled, in the
+host's state store next to the device states, before each acts, so a
+process that dies leaves a journal to finish from; :class:`JobLock`
+tells whether the process working on a job is still alive.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import os
+import sqlite3
+import time
+from typing import Iterable
+
+from cyborg_nova import state as state_store
+
+# Steps, in order; each is journaled when reached.
+CREATED = 'created'
+FENCING = 'fencing'
+FENCED = 'fenced'
+CHECKED = 'checked'
+PROGRAMMING = 'programming'
+PROGRAMMED = 'programmed'
+VERIFIED = 'verified'
+TRAITS_SWAPPED = 'traits-swapped'
+UNFENCING = 'unfencing'
+DONE = 'done'
+FAILING = 'failing'
+FAILED_STEP = 'failed'
+ROLLING_BACK = 'rolling-back'
+ROLLED_BACK = 'rolled-back'
+STEPS = (CREATED, FENCING, FENCED, CHECKED, PROGRAMMING, PROGRAMMED,
+         VERIFIED, TRAITS_SWAPPED, UNFENCING, DONE, FAILING, FAILED_STEP,
+         ROLLING_BACK, ROLLED_BACK)
+
+# Job statuses.
+RUNNING = 'running'
+SUCCEEDED = 'succeeded'
+FAILED = 'failed'
+REFUSED = 'refused'
+STATUSES = (RUNNING, SUCCEEDED, FAILED, REFUSED)
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS program_jobs (
+        id TEXT PRIMARY KEY, nodename TEXT NOT NULL, address TEXT NOT NULL,
+        provider TEXT NOT NULL, driver TEXT NOT NULL, region TEXT NOT NULL,
+        bitstream TEXT NOT NULL, kind TEXT NOT NULL,
+        interface_id TEXT NOT NULL, function_id TEXT NOT NULL,
+        old_function_id TEXT, prev_state TEXT NOT NULL, prev_reason TEXT,
+        target_state TEXT NOT NULL, step TEXT NOT NULL,
+        status TEXT NOT NULL, error TEXT,
+        attempts INTEGER NOT NULL DEFAULT 0, owner TEXT,
+        created_at REAL NOT NULL, updated_at REAL NOT NULL,
+        finished_at REAL, consumer TEXT)""",
+    # One running job per device, whichever process starts it.
+    """CREATE UNIQUE INDEX IF NOT EXISTS program_jobs_running
+        ON program_jobs (nodename, address) WHERE status = 'running'""",
+    """CREATE TABLE IF NOT EXISTS program_steps (
+        job TEXT NOT NULL, step TEXT NOT NULL, at REAL NOT NULL,
+        detail TEXT)""",
+    """CREATE INDEX IF NOT EXISTS program_steps_job
+        ON program_steps (job)""",
+)
+_COLUMNS = ('id', 'nodename', 'address', 'provider', 'driver', 'region',
+            'bitstream', 'kind', 'interface_id', 'function_id',
+            'old_function_id', 'prev_state', 'prev_reason', 'target_state',
+            'step', 'status', 'error', 'attempts', 'owner', 'created_at',
+            'updated_at', 'finished_at', 'consumer')
+
+
+class ProgrammingError(Exception):
+    """Programming cannot go on; the message says why."""
+
+
+class Refused(ProgrammingError):
+    """Refused before anything was touched.
+
+    :attr:`code` is the HTTP status an API answers with: 400 (a bad
+    bitstream name), 404 (no such device or bitstream) or 409 (anything
+    else: not programmable, incompatible, busy, no Placement).
+    """
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One programming job as the journal holds it."""
+
+    id: str
+    nodename: str
+    address: str
+    provider: str
+    driver: str
+    region: str
+    bitstream: str
+    kind: str
+    interface_id: str
+    function_id: str
+    old_function_id: str | None
+    prev_state: str
+    prev_reason: str | None
+    target_state: str
+    step: str
+    status: str
+    error: str | None
+    attempts: int
+    owner: str | None
+    created_at: float
+    updated_at: float
+    finished_at: float | None
+    #: The consumer (instance) allowed to hold the device meanwhile: the
+    #: one a device is programmed for at spawn. None: nobody.
+    consumer: str | None = None
+    #: (step, time, detail) in order; only filled by Journal.get.
+    steps: tuple[tuple[str, float, str | None], ...] = ()
+
+    @property
+    def finished(self) -> bool:
+        return self.status != RUNNING
+
+    def step_time(self, step: str) -> float | None:
+        """When ``step`` was last reached (None: never)."""
+        times = [at for name, at, _ in self.steps if name == step]
+        return times[-1] if times else None
+
+    def to_dict(self) -> dict:
+        """The API's view of the job."""
+        return {
+            'id': self.id, 'host': self.nodename, 'device': self.address,
+            'provider': self.provider, 'driver': self.driver,
+            'region': self.region, 'bitstream': self.bitstream,
+            'kind': self.kind, 'interface_id': self.interface_id,
+            'function_id': self.function_id,
+            'previous_function_id': self.old_function_id,
+            'previous_state': self.prev_state, 'step': self.step,
+            'status': self.status, 'error': self.error,
+            'attempts': self.attempts, 'created_at': self.created_at,
+            'updated_at': self.updated_at,
+            'finished_at': self.finished_at, 'consumer': self.consumer,
+            'steps': [{'step': s, 'at': at, 'detail': d}
+                      for s, at, d in self.steps],
+        }
+
+
+class Journal:
+    """Programming jobs and their steps, in the host's state store."""
+
+    def __init__(self, store: state_store.StateStore) -> None:
+        self.store = store
+        with store._connect() as db:
+            for statement in _SCHEMA:
+                db.execute(statement)
+
+    def create(self, job: Job) -> None:
+        """Record a new running job.
+
+        :raises Refused: the device already has a running job (409).
+        """
+        with self.store._transaction() as db:
+            try:
+                db.execute('INSERT INTO program_jobs (%s) VALUES (%s)' % (
+                    ', '.join(_COLUMNS), ', '.join('?' * len(_COLUMNS))),
+                    [getattr(job, c) for c in _COLUMNS])
+            except sqlite3.IntegrityError:
+                active = self.active(job.nodename, job.address)
+                if active is None:
+                    raise Refused(409, 'job %s exists already' % job.id)
+                raise Refused(409, '%s is being programmed by job %s'
+                              % (job.address, active.id))
+            db.execute('INSERT INTO program_steps VALUES (?, ?, ?, ?)',
+                       (job.id, job.step, job.created_at, None))
+
+    def step(self, job: Job, step: str, detail: str | None = None,
+             **fields) -> Job:
+        """Journal ``step`` (and column changes); the updated job."""
+        now = time.time()
+        fields.update(step=step, updated_at=now)
+        if fields.get('status', RUNNING) != RUNNING:
+            fields['finished_at'] = now
+        with self.store._transaction() as db:
+            db.execute('UPDATE program_jobs SET %s WHERE id = ?' % ', '.join(
+                '%s = ?' % k for k in fields), [*fields.values(), job.id])
+            db.execute('INSERT INTO program_steps VALUES (?, ?, ?, ?)',
+                       (job.id, step, now, detail))
+        return dataclasses.replace(
+            job, steps=job.steps + ((step, now, detail),), **fields)
+
+    def _select(self, where: str, args: Iterable, steps: bool = False,
+                suffix: str = '') -> list[Job]:
+        with self.store._connect() as db:
+            rows = db.execute('SELECT %s FROM program_jobs WHERE %s %s' % (
+                ', '.join(_COLUMNS), where, suffix), list(args)).fetchall()
+            jobs = [Job(*row) for row in rows]
+            if steps:
+                jobs = [dataclasses.replace(job, steps=tuple(db.execute(
+                    'SELECT step, at, detail FROM program_steps WHERE '
+                    'job = ? ORDER BY rowid', (job.id,)).fetchall()))
+                    for job in jobs]
+        return jobs
+
+    def get(self, job_id: str) -> Job | None:
+        found = self._select('id = ?', (job_id,), steps=True)
+        return found[0] if found else None
+
+    def active(self, nodename: str, address: str) -> Job | None:
+        found = self._select('nodename = ? AND address = ? AND status = ?',
+                             (nodename, address, RUNNING))
+        return found[0] if found else None
+
+    def unfinished(self) -> list[Job]:
+        return self._select('status = ?', (RUNNING,),
+                            suffix='ORDER BY created_at')
+
+    def jobs(self, nodename: str | None = None, address: str | None = None,
+             limit: int = 50) -> list[Job]:
+        """The latest jobs, newest first."""
+        where, args = ['1 = 1'], []
+        for column, value in (('nodename', nodename), ('address', address)):
+            if value is not None:
+                where.append('%s = ?' % column)
+                args.append(value)
+        return self._select(' AND '.join(where), args,
+                            suffix='ORDER BY created_at DESC LIMIT %d'
+                            % int(limit))
+
+
+class JobLock:
+    """An exclusive flock on ``<dir>/<job>.lock``.
+
+    Held while a process works on the job; the kernel releases it when
+    that process dies, however it dies.
+    """
+
+    def __init__(self, directory: str, job_id: str) -> None:
+        self.path = os.path.join(directory, '%s.lock' % job_id)
+        self._fd: int | None = None
+
+    def acquire(self, blocking: bool = True) -> bool:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC,
+                     0o600)
+        try:
+            flags = fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB)
+            fcntl.flock(fd, flags)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._fd = fd
+        return True
+
+    def release(self, remove: bool = False) -> None:
+        if self._fd is None:
+            return
+        if remove:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+        os.close(self._fd)
+        self._fd = None

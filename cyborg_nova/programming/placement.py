@@ -1,0 +1,135 @@
+"""What programming reads from Placement, and the trait writes.
+
+Inventory (``reserved``) is written by the agent's
+:class:`~cyborg_nova.agent.fence.Fencer`, reused as is.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Callable, Iterable
+
+from keystoneauth1 import exceptions as ks_exc
+import os_traits
+
+from cyborg_nova.agent import fence
+from cyborg_nova.programming.journal import ProgrammingError
+
+#: Reads and writes tried on conflicts or transient failures.
+ATTEMPTS = 5
+
+
+class PlacementOps:
+    """The reads and trait writes programming makes, through keystoneauth.
+
+    Inventory (``reserved``) is written by :class:`fence.Fencer`.
+    """
+
+    def __init__(self, client, attempts: int = ATTEMPTS,
+                 backoff: float = 0.05) -> None:
+        self.client = client
+        self.attempts = attempts
+        self.backoff = backoff
+        session = getattr(client, 'session', None)
+        self.timeout = getattr(session, 'timeout', None) or 10.0
+        self._known_traits: set[str] = set()
+
+    def _call(self, method: str, url: str, **kwargs):
+        try:
+            return getattr(self.client, method)(
+                url, raise_exc=False, microversion=fence.MICROVERSION,
+                timeout=self.timeout, **kwargs)
+        except ks_exc.ClientException as exc:
+            raise ProgrammingError('cannot reach Placement: %s' % exc)
+
+    @staticmethod
+    def _error(resp, method: str, url: str) -> ProgrammingError:
+        return ProgrammingError('Placement answered %s to %s %s: %s' % (
+            resp.status_code, method, url, resp.text[:300]))
+
+    def allocations(self, uuid: str) -> tuple[dict, int | None]:
+        """Consumers of provider ``uuid`` and its generation.
+
+        ``({}, None)`` when there is no such provider.
+
+        :raises ProgrammingError: Placement cannot tell.
+        """
+        url = '/resource_providers/%s/allocations' % uuid
+        resp = self._call('get', url)
+        if resp.status_code == 404:
+            return {}, None
+        if resp.status_code != 200:
+            raise self._error(resp, 'GET', url)
+        body = resp.json()
+        return body['allocations'], body['resource_provider_generation']
+
+    def replace_traits(self, uuid: str, owned: set[str], stale: set[str],
+                       add: set[str] = frozenset(),
+                       remove: set[str] = frozenset(),
+                       unchanged_since: int | None = None,
+                       changed: Callable[[], None] | None = None
+                       ) -> set[str] | None:
+        """Set ``uuid``'s traits, generation-checked; the traits it has.
+
+        The traits become ``(current - stale - remove) | owned | add``
+        (None is returned when there is no such provider). New custom
+        traits are created first; none is deleted.
+
+        :param changed: called before the write when the provider's
+            generation is not ``unchanged_since`` (an allocation, or
+            another writer, has been there since); it may raise.
+        :raises ProgrammingError: Placement failed or kept conflicting.
+        """
+        url = '/resource_providers/%s/traits' % uuid
+        error = ''
+        for attempt in range(self.attempts):
+            if attempt:
+                time.sleep(self.backoff * 2 ** (attempt - 1)
+                           * random.uniform(0.5, 1.5))
+            resp = self._call('get', url)
+            if resp.status_code == 404:
+                return None
+            if resp.status_code != 200:
+                raise self._error(resp, 'GET', url)
+            body = resp.json()
+            generation = body['resource_provider_generation']
+            if changed is not None and generation != unchanged_since:
+                changed()
+                unchanged_since = generation
+            current = set(body['traits'])
+            wanted = (current - stale - remove) | owned | add
+            if wanted == current:
+                return current
+            self.create_traits(wanted - current)
+            resp = self._call('put', url, json={
+                'traits': sorted(wanted),
+                'resource_provider_generation': generation})
+            if resp.status_code == 200:
+                return wanted
+            if resp.status_code == 404:
+                return None
+            if resp.status_code == 400 and 'No such trait' in resp.text:
+                # Deleted since this process created it: again.
+                self._known_traits.clear()
+            elif resp.status_code != 409:
+                raise self._error(resp, 'PUT', url)
+            error = resp.text[:300]
+        raise ProgrammingError('traits of provider %s kept conflicting '
+                               'after %d attempts: %s'
+                               % (uuid, self.attempts, error))
+
+    def create_traits(self, names: Iterable[str]) -> None:
+        """Create the custom traits among ``names`` (PUT /traits/{name}).
+
+        Trait definitions are never deleted, so those this process
+        created or found are remembered and not created again.
+        """
+        for name in sorted(names):
+            if not os_traits.is_custom(name) or name in self._known_traits:
+                continue
+            url = '/traits/%s' % name
+            resp = self._call('put', url)
+            if resp.status_code not in (201, 204):
+                raise self._error(resp, 'PUT', url)
+            self._known_traits.add(name)

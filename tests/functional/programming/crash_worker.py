@@ -1,0 +1,57 @@
+"""Run one reprogramming as the CLI does, and SIGKILL itself at a step.
+
+``crash_worker.py CONFIG NODENAME DEVICE BITSTREAM WHEN:STEP``
+
+``after:STEP`` dies right after STEP is journaled (before the next
+action); ``before:STEP`` dies right before it is journaled, i.e. once the
+action that leads to it (a fence, a load, a trait write...) is done.
+"""
+
+import argparse
+import os
+import signal
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(HERE))))
+
+from cyborg_nova.cmd import cli  # noqa: E402
+from cyborg_nova.cmd import program as program_cmd  # noqa: E402
+from cyborg_nova import programming  # noqa: E402
+
+
+def die():
+    sys.stdout.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def main(argv):
+    config, nodename, device, bitstream, point = argv
+    when, _, at = point.partition(':')
+    real_step, real_create = (programming.Journal.step,
+                              programming.Journal.create)
+
+    def step(self, job, name, *args, **kwargs):
+        if (when, name) == ('before', at):
+            die()
+        result = real_step(self, job, name, *args, **kwargs)
+        if (when, name) == ('after', at):
+            die()
+        return result
+
+    def create(self, job):
+        real_create(self, job)
+        if (when, job.step) == ('after', at):
+            die()
+    programming.Journal.step = step
+    programming.Journal.create = create
+    app = cli.CyborgNovaApp()
+    app.conf = cli.load_config([config])
+    programmer = program_cmd.make_programmer(app, argparse.Namespace())
+    job = programmer.program(nodename, device, bitstream)
+    print('not killed: %s at %s' % (job.status, job.step))
+    return 3
+
+
+if __name__ == '__main__':
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,204 @@
+"""Placement failing or racing at given moments of a reprogramming.
+
+The Programmer runs in this process against the real Placement, its
+client wrapped so a test can fail a request or act (as another writer)
+right before one is sent.
+"""
+
+import uuid
+
+from keystoneauth1 import exceptions as ks_exc
+import pytest
+
+from cyborg_nova.cmd import cli
+from cyborg_nova.cmd import hostargs
+from cyborg_nova.cmd import program as program_cmd
+from cyborg_nova import programming
+from tests.functional.programming import base
+from tests.unit.programming import fakes
+
+PAC0 = fakes.PAC0
+
+
+class Client:
+    """A keystoneauth adapter whose requests a test can intercept.
+
+    ``hooks`` are ``(method, url fragment, action)``: before a matching
+    request, ``action()`` runs; if it returns an exception, that is
+    raised instead of sending the request. Each hook fires once unless
+    its action returns ``'again'``.
+    """
+
+    def __init__(self, real) -> None:
+        self.real = real
+        self.session = real.session
+        self.hooks = []
+
+    def _hooked(self, method, url):
+        for hook in list(self.hooks):
+            verb, fragment, action = hook
+            if verb == method and fragment in url:
+                result = action()
+                if result != 'again':
+                    self.hooks.remove(hook)
+                if isinstance(result, Exception):
+                    raise result
+                return
+
+    def __getattr__(self, name):
+        if name not in ('get', 'put', 'post', 'delete'):
+            return getattr(self.real, name)
+
+        def call(url, **kwargs):
+            self._hooked(name, url)
+            return getattr(self.real, name)(url, **kwargs)
+        return call
+
+
+@pytest.fixture
+def programmer(host):
+    app = cli.CyborgNovaApp()
+    app.conf = cli.load_config([host.conf])
+    import argparse
+    real = hostargs.placement_client(app, argparse.Namespace())
+    programmer = program_cmd.make_programmer(app, argparse.Namespace())
+    client = Client(real)
+    programmer.client = client
+    programmer.fencer.client = client
+    programmer.placement.client = client
+    yield programmer
+    programmer.close()
+    import privsep
+    privsep.sysfs_admin.stop()
+
+
+def down():
+    return ks_exc.ConnectFailure('Placement is down')
+
+
+def test_unfence_waits_for_placement_then_recovery_finishes(host,
+                                                            programmer):
+    # Traits swapped, then Placement goes away for the unfence.
+    programmer.client.hooks.append(
+        ('put', '/traits', lambda: programmer.client.hooks.append(
+            ('get', '/inventories', down))))
+    programmer.placement.attempts = 1
+    programmer.fencer.attempts = 1
+    job = programmer.program(host.nodename, PAC0, 'intel/nlb3.gbs')
+    assert job.status == programming.RUNNING
+    assert job.step == programming.UNFENCING
+    # Fenced still, with the new traits: safe, just not offered yet.
+    assert host.reserved(PAC0) == 1
+    assert base.function_trait(fakes.NLB3) in host.traits(PAC0)
+    (done,) = programmer.recover()
+    assert done.status == programming.SUCCEEDED
+    assert base.check_consistent(host, PAC0) == 'programmed'
+
+
+def test_trait_conflicts_are_retried_and_other_traits_kept(host,
+                                                           programmer):
+    def operator_writes():
+        # Another writer (an operator) adds a trait between our read and
+        # our write: our write conflicts (409) and is retried.
+        traits = host.get('/resource_providers/%s/traits'
+                          % host.uuid(PAC0))
+        host.http.put(host.placement_url + '/traits/CUSTOM_RACK_7')
+        resp = host.http.put(
+            host.placement_url + '/resource_providers/%s/traits'
+            % host.uuid(PAC0), json={
+                'traits': traits['traits'] + ['CUSTOM_RACK_7'],
+                'resource_provider_generation': traits[
+                    'resource_provider_generation']})
+        assert resp.status_code == 200, resp.text
+    hooked = []
+
+    def after_get():
+        hooked.append(1)
+        if len(hooked) == 1:
+            # The first GET of the traits happened; write before the PUT.
+            programmer.client.hooks.append(('put', '/traits',
+                                            operator_writes))
+    programmer.client.hooks.append(('get', '/traits', after_get))
+    job = programmer.program(host.nodename, PAC0, 'intel/nlb3.gbs')
+    assert job.status == programming.SUCCEEDED, job
+    traits = host.traits(PAC0)
+    assert 'CUSTOM_RACK_7' in traits
+    assert base.function_trait(fakes.NLB3) in traits
+    assert base.function_trait(fakes.NLB0) not in traits
+
+
+def test_an_allocation_behind_a_stale_unfence_fails_the_job(host,
+                                                            programmer):
+    """An instance landing behind a stale unfence fails the job.
+
+    Another writer unfences with a stale view after the proof, and an
+    instance lands: the swap sees the provider changed, finds the
+    instance, and the device ends fenced, failed, naming it.
+    """
+    consumer = str(uuid.uuid4())
+
+    def stale_writer():
+        inv = host.get('/resource_providers/%s/inventories'
+                       % host.uuid(PAC0))
+        record = dict(inv['inventories']['FPGA'], reserved=0,
+                      resource_provider_generation=inv[
+                          'resource_provider_generation'])
+        resp = host.http.put(host.placement_url +
+                             '/resource_providers/%s/inventories/FPGA'
+                             % host.uuid(PAC0), json=record)
+        assert resp.status_code == 200, resp.text
+        host.allocate(PAC0, consumer)
+    # Armed by the proof (GET allocations); acts after the load, right
+    # before the swap reads the provider's traits.
+    programmer.client.hooks.append(
+        ('get', '/allocations', lambda: programmer.client.hooks.append(
+            ('get', '/traits', stale_writer))))
+    job = programmer.program(host.nodename, PAC0, 'intel/nlb3.gbs')
+    assert job.status == programming.FAILED
+    assert consumer in job.error and 'while fenced' in job.error
+    assert host.reserved(PAC0) == 1
+    assert base.check_consistent(host, PAC0) == 'failed'
+    host.deallocate(consumer)
+
+
+def test_a_fence_that_cannot_be_written_refuses(host, programmer):
+    programmer.fencer.attempts = 2
+    programmer.client.hooks.append(('put', '/inventories/FPGA',
+                                    lambda: down()))
+    programmer.client.hooks.append(('put', '/inventories/FPGA',
+                                    lambda: down()))
+    generation = host.generation(PAC0)
+    job = programmer.program(host.nodename, PAC0, 'intel/nlb3.gbs')
+    assert job.status == programming.REFUSED
+    assert 'cannot fence' in job.error
+    assert host.generation(PAC0) == generation
+    assert base.check_consistent(host, PAC0) == 'unchanged'
+
+
+def test_placement_unreadable_at_the_proof_refuses(host, programmer):
+    programmer.client.hooks.append(('get', '/allocations', lambda: down()))
+    job = programmer.program(host.nodename, PAC0, 'intel/nlb3.gbs')
+    assert job.status == programming.REFUSED
+    assert 'cannot prove' in job.error
+    assert base.check_consistent(host, PAC0) == 'unchanged'
+
+
+def test_the_instance_a_device_is_programmed_for(host, programmer):
+    """The hook for programming at spawn: ``consumer`` may hold it.
+
+    Any other consumer still refuses the job.
+    """
+    instance = host.allocate(PAC0)
+    job = programmer.program(host.nodename, PAC0, 'intel/nlb3.gbs',
+                             consumer=instance)
+    assert job.status == programming.SUCCEEDED, job
+    assert job.consumer == instance
+    assert programmer.job(job.id).to_dict()['consumer'] == instance
+    other = str(uuid.uuid4())
+    host.allocate(fakes.PAC1, other)
+    job = programmer.program(host.nodename, fakes.PAC1, 'intel/nlb3.gbs',
+                             consumer=instance)
+    assert job.status == programming.REFUSED
+    assert other in job.error and instance not in job.error
+    host.deallocate(instance)
+    host.deallocate(other)

@@ -83,9 +83,11 @@ class Assignments:
         if not candidates:
             raise NoFreeUnits('provider %s has no units' % provider)
         with self.store._transaction() as db:
+            # Only '?' placeholders are formatted in; the values are bound.
             taken = dict(db.execute(
-                'SELECT unit, consumer FROM assignments WHERE nodename = ? '
-                'AND unit IN (%s)' % ','.join('?' * len(candidates)),
+                'SELECT unit, consumer FROM assignments '  # nosec B608
+                'WHERE nodename = ? AND unit IN (%s)'
+                % ','.join('?' * len(candidates)),
                 [nodename, *candidates]))
             mine = sorted(u for u, c in taken.items() if c == consumer)
             if len(mine) >= count:

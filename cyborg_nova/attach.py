@@ -337,6 +337,12 @@ def hotplug_flags(libvirt, dom) -> int:
     return flags
 
 
+def _domain_xml(dom, flags: int) -> ElementTree.Element:
+    # The local libvirtd's own description of a domain, not a user's
+    # input; and the expat Python ships refuses entity-expansion bombs.
+    return ElementTree.fromstring(dom.XMLDesc(flags))  # nosec B314
+
+
 def where_attached(libvirt, dom,
                    found: Callable[[ElementTree.Element], bool]) -> int:
     """Where a device is: the running guest and/or the definition.
@@ -347,10 +353,10 @@ def where_attached(libvirt, dom,
     :raises libvirt.libvirtError: the domain cannot be read.
     """
     flags = 0
-    if dom.isActive() and found(ElementTree.fromstring(dom.XMLDesc(0))):
+    if dom.isActive() and found(_domain_xml(dom, 0)):
         flags |= libvirt.VIR_DOMAIN_AFFECT_LIVE
-    if dom.isPersistent() and found(ElementTree.fromstring(
-            dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE))):
+    if dom.isPersistent() and found(_domain_xml(
+            dom, libvirt.VIR_DOMAIN_XML_INACTIVE)):
         flags |= libvirt.VIR_DOMAIN_AFFECT_CONFIG
     return flags
 

@@ -101,7 +101,9 @@ def build_tree(profile: dict | str, root: str) -> None:
     tmp = tempfile.mkdtemp(prefix='.%s.' % os.path.basename(root),
                            dir=parent)
     try:
-        os.chmod(tmp, 0o755)
+        # A directory, and sysfs directories are 0755: the fake tree
+        # must read like the real one for unprivileged readers too.
+        os.chmod(tmp, 0o755)  # nosec B103
         _Builder(profile, tmp).build()
         # rename(2) replaces an empty directory atomically.
         os.rename(tmp, root)

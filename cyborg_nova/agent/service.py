@@ -239,7 +239,9 @@ class Agent:
         if opts.advertise_url:
             return opts.advertise_url.rstrip('/')
         url = self.server.url
-        if self.server.host in ('0.0.0.0', '::', ''):
+        # Not a bind: a wildcard address the server already listens on
+        # is replaced by this host's name in the advertised URL.
+        if self.server.host in ('0.0.0.0', '::', ''):  # nosec B104
             netloc = socket.getfqdn()
             netloc = '[%s]' % netloc if ':' in netloc else netloc
             url = urllib.parse.urlunsplit((

@@ -164,9 +164,12 @@ class Journal:
         """
         with self.store._transaction() as db:
             try:
-                db.execute('INSERT INTO program_jobs (%s) VALUES (%s)' % (
-                    ', '.join(_COLUMNS), ', '.join('?' * len(_COLUMNS))),
-                    [getattr(job, c) for c in _COLUMNS])
+                # Column names of this module and '?' placeholders only.
+                db.execute('INSERT INTO program_jobs '  # nosec B608
+                           '(%s) VALUES (%s)' % (
+                               ', '.join(_COLUMNS),
+                               ', '.join('?' * len(_COLUMNS))),
+                           [getattr(job, c) for c in _COLUMNS])
             except sqlite3.IntegrityError:
                 active = self.active(job.nodename, job.address)
                 if active is None:
@@ -183,9 +186,16 @@ class Journal:
         fields.update(step=step, updated_at=now)
         if fields.get('status', RUNNING) != RUNNING:
             fields['finished_at'] = now
+        unknown = set(fields) - set(_COLUMNS)
+        if unknown:
+            raise ValueError('not columns of a job: %s'
+                             % ', '.join(sorted(unknown)))
         with self.store._transaction() as db:
-            db.execute('UPDATE program_jobs SET %s WHERE id = ?' % ', '.join(
-                '%s = ?' % k for k in fields), [*fields.values(), job.id])
+            # Checked column names; the values are bound.
+            db.execute('UPDATE program_jobs SET %s '  # nosec B608
+                       'WHERE id = ?' % ', '.join(
+                           '%s = ?' % k for k in fields),
+                       [*fields.values(), job.id])
             db.execute('INSERT INTO program_steps VALUES (?, ?, ?, ?)',
                        (job.id, step, now, detail))
         return dataclasses.replace(
@@ -194,8 +204,12 @@ class Journal:
     def _select(self, where: str, args: Iterable, steps: bool = False,
                 suffix: str = '') -> list[Job]:
         with self.store._connect() as db:
-            rows = db.execute('SELECT %s FROM program_jobs WHERE %s %s' % (
-                ', '.join(_COLUMNS), where, suffix), list(args)).fetchall()
+            # ``where`` and ``suffix`` are this module's own SQL with '?'
+            # placeholders; the values are bound.
+            rows = db.execute('SELECT %s FROM program_jobs '  # nosec B608
+                              'WHERE %s %s' % (
+                                  ', '.join(_COLUMNS), where, suffix),
+                              list(args)).fetchall()
             jobs = [Job(*row) for row in rows]
             if steps:
                 jobs = [dataclasses.replace(job, steps=tuple(db.execute(

@@ -1,0 +1,131 @@
+"""What the reliability tests read back and the processes they run."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+from tests.functional.agent import base as agent_base
+from tests.functional.programming import base
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def snapshot(host: base.Host) -> dict:
+    """The host's provider tree in Placement, without generations.
+
+    ``{provider name: {'parent': name, 'inventories': {...}, 'traits':
+    [...]}}``; what two converged updates must agree on.
+    """
+    (root,) = host.get('/resource_providers?name=%s'
+                       % host.nodename)['resource_providers']
+    rps = host.get('/resource_providers?in_tree=%s'
+                   % root['uuid'])['resource_providers']
+    names = {rp['uuid']: rp['name'] for rp in rps}
+    tree = {}
+    for rp in rps:
+        path = '/resource_providers/%s' % rp['uuid']
+        tree[rp['name']] = {
+            'parent': names.get(rp['parent_provider_uuid']),
+            'inventories': host.get(path + '/inventories')['inventories'],
+            'traits': sorted(host.get(path + '/traits')['traits']),
+        }
+    return tree
+
+
+def allocations(host: base.Host, consumer: str) -> dict:
+    """``{rp uuid: resources}`` of ``consumer``."""
+    body = host.get('/allocations/%s' % consumer)
+    return {rp: a['resources'] for rp, a in body['allocations'].items()}
+
+
+def raised_by_us(cycle: dict) -> bool:
+    """Whether a failed cycle's error was raised in this project's code."""
+    innermost = cycle['where'][-1] if cycle['where'] else ''
+    return any('%s%s%s' % (os.sep, package, os.sep) in innermost
+               for package in ('cyborg_nova', 'cyborg_drivers'))
+
+
+class UpdateWorker:
+    """update_worker.py for ``host``: nova-compute's update, repeated."""
+
+    def __init__(self, host: base.Host, interval: float = 0.05,
+                 cycles: int = 0, drivers: str = base.DRIVERS) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, '-W', 'ignore',
+             os.path.join(HERE, 'update_worker.py'),
+             '--placement', host.placement_url,
+             '--nodename', host.nodename, '--sysfs-root', host.root,
+             '--state-path', host.state_path, '--drivers', drivers,
+             '--cycles', str(cycles), '--interval', str(interval)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=agent_base.env())
+        self.cycles: list[dict] = []
+        self._cond = threading.Condition()
+        self.stderr = ''
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read_err, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            with self._cond:
+                self.cycles.append(json.loads(line))
+                self._cond.notify_all()
+
+    def _read_err(self) -> None:
+        self.stderr = self.proc.stderr.read()
+
+    def wait_ok(self, count: int = 1, timeout: float = 60) -> None:
+        """Until ``count`` cycles after now have succeeded."""
+        with self._cond:
+            start = len(self.cycles)
+            done = self._cond.wait_for(
+                lambda: sum(c['ok'] for c in self.cycles[start:]) >= count
+                or self.proc.poll() is not None, timeout)
+        assert done and self.proc.poll() is None, (
+            self.proc.poll(), self.cycles[start:], self.stderr[-3000:])
+
+    def wait_cycles(self, count: int, timeout: float = 60) -> None:
+        with self._cond:
+            assert self._cond.wait_for(
+                lambda: len(self.cycles) >= count
+                or self.proc.poll() is not None, timeout)
+
+    def kill(self, sig: int = signal.SIGKILL) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        return self.proc.wait(30)
+
+
+class Hooked:
+    """A keystoneauth adapter that runs actions around its requests.
+
+    ``before`` and ``after`` hold ``(METHOD, url fragment, action)``;
+    each fires once, on the first matching request (``after``: once it
+    was answered). Everything else is the real adapter's.
+    """
+
+    def __init__(self, real) -> None:
+        self.real = real
+        self.before: list = []
+        self.after: list = []
+
+    @staticmethod
+    def _fire(hooks: list, method: str, url: str) -> None:
+        for hook in list(hooks):
+            if hook[0] == method.upper() and hook[1] in url:
+                hooks.remove(hook)
+                hook[2]()
+
+    def request(self, url, method, **kwargs):
+        self._fire(self.before, method, url)
+        resp = self.real.request(url, method, **kwargs)
+        self._fire(self.after, method, url)
+        return resp
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)

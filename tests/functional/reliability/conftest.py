@@ -1,0 +1,38 @@
+"""Fixtures of the reliability tests: a Placement they may kill."""
+
+import pytest
+
+# The libvirt tests' real libvirtd and instances, for attach tests.
+from tests.functional.libvirt.conftest import domains  # noqa: F401
+from tests.functional.libvirt.conftest import libvirtd  # noqa: F401
+from tests.functional.programming import base
+from tests.functional.reliability import placement as placement_mod
+
+
+@pytest.fixture(scope='module')
+def placement(tmp_path_factory):
+    server = placement_mod.Placement(
+        str(tmp_path_factory.mktemp('placement'))).start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def live_placement(placement):
+    """The module's Placement, running at the start and end of the test.
+
+    At the end its database must pass SQLite's integrity check, however
+    often the test killed it.
+    """
+    placement.ensure_running()
+    yield placement
+    placement.ensure_running()
+    assert placement.integrity() == 'ok'
+
+
+@pytest.fixture
+def host(live_placement, tmp_path):
+    """fpga-host (two PACs, one Alveo), reported once."""
+    host = base.Host(str(tmp_path), live_placement.endpoint)
+    host.report()
+    return host

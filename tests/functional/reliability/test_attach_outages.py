@@ -1,0 +1,160 @@
+"""Placement killed (SIGKILL) in the middle of attaches and detaches.
+
+The attach and detach of cyborg_nova.attach, in this process, against a
+real libvirtd and a real Placement that is killed right before or right
+after one of its requests, then started again. Every operation either
+completes or fails with one line saying what was left; no unit is ever
+recorded without its allocation, and once Placement is back, the same
+command (or a detach) brings everything to where an undisturbed run
+ends.
+"""
+
+import pytest
+
+from cyborg_nova import assignments
+from cyborg_nova import attach
+from tests.functional.libvirt import conftest as libvirt_conftest
+from tests.functional.libvirt import libvirtd_fixture
+from tests.functional.reliability import common
+
+PF = '0000:70:00.0'
+RC = 'CUSTOM_QAT'
+
+
+@pytest.fixture(scope='module')
+def qat_host(placement, tmp_path_factory):
+    """crypto-nic-host (intel_qat), reported to the module's Placement."""
+    placement.ensure_running()
+    return libvirt_conftest.Host(tmp_path_factory.mktemp('qat-host'),
+                                 placement)
+
+
+def _run(qat_host, placement, operation, server, when, method, fragment,
+         **kwargs):
+    """``operation``, Placement killed ``when`` METHOD url, then back.
+
+    The result, or the AttachError.
+    """
+    client = common.Hooked(qat_host.client)
+    getattr(client, when).append((method, fragment, placement.kill))
+    guest = attach.open_guest(libvirtd_fixture.URI, server)
+    try:
+        result = operation(client, qat_host.store, qat_host.nodename,
+                           guest, qat_host.accelerators[PF], **kwargs)
+    except attach.AttachError as exc:
+        result = exc
+    finally:
+        guest.close()
+        placement.ensure_running()
+    # The kill happened (a hook on no request is for none).
+    assert method == 'NONE' or not getattr(client, when), (when, method)
+    return result
+
+
+def _units(qat_host, server):
+    return assignments.Assignments(qat_host.store).of_consumer(
+        qat_host.nodename, server)
+
+
+# (when, request, running guest, what the attach does)
+ATTACH_POINTS = [
+    ('before', 'GET', False, 'refused'),
+    ('before', 'PUT', False, 'refused'),
+    ('after', 'PUT', False, 'attached'),
+    # libvirt refuses a running guest a PCI hostdev here (no VFIO): the
+    # allocation cannot be taken back while Placement is down.
+    ('after', 'PUT', True, 'left allocated'),
+]
+
+
+@pytest.mark.parametrize('when, method, running, outcome', ATTACH_POINTS,
+                         ids=['%s-%s-%s' % (p[0], p[1], 'running' if p[2]
+                                            else 'stopped')
+                              for p in ATTACH_POINTS])
+def test_attach_through_an_outage(qat_host, live_placement, domains,
+                                  when, method, running, outcome):
+    domain = domains(running=running)
+    booted = qat_host.boot(domain.server)
+    rp = qat_host.provider(PF)
+    result = _run(qat_host, live_placement, attach.attach, domain.server,
+                  when, method, '/allocations/', count=2)
+    after = qat_host.allocations(domain.server)
+    units = _units(qat_host, domain.server)
+    if outcome == 'refused':
+        assert isinstance(result, attach.AttachError), result
+        assert str(result).startswith('cannot reach Placement'), result
+        assert after == booted
+        assert units == {}
+        assert '<hostdev' not in domain.xml(inactive=True)
+    elif outcome == 'attached':
+        assert isinstance(result, attach.Result), result
+        assert after['allocations'][rp]['resources'] == {RC: 2}
+        assert units == {rp: list(result.units)}
+        assert domain.xml(inactive=True).count('<hostdev') == 2
+    else:
+        assert isinstance(result, attach.AttachError), result
+        message = str(result)
+        assert 'libvirt refused to attach' in message
+        assert 'could not be removed again' in message, message
+        assert after['allocations'][rp]['resources'] == {RC: 2}
+        # The units went back; only the allocation is left over.
+        assert units == {}
+        assert '<hostdev' not in domain.xml()
+    # Once Placement is back, a detach (for what is attached or left
+    # over) or the attach again ends where an undisturbed run does.
+    if outcome == 'refused':
+        done = _run(qat_host, live_placement, attach.attach, domain.server,
+                    'before', 'NONE', '', count=2)
+        assert isinstance(done, attach.Result), done
+        assert qat_host.allocations(domain.server)['allocations'][rp][
+            'resources'] == {RC: 2}
+    done = _run(qat_host, live_placement, attach.detach, domain.server,
+                'before', 'NONE', '', timeout=5)
+    assert isinstance(done, attach.Result), done
+    assert libvirt_conftest.without_generations(
+        qat_host.allocations(domain.server)) == (
+        libvirt_conftest.without_generations(booted))
+    assert _units(qat_host, domain.server) == {}
+    assert '<hostdev' not in domain.xml(inactive=True)
+    assert qat_host.usage(PF) == {RC: 0}
+
+
+@pytest.mark.parametrize('when, method', [('before', 'GET'),
+                                          ('before', 'PUT'),
+                                          ('after', 'PUT')])
+def test_detach_through_an_outage(qat_host, live_placement, domains, when,
+                                  method):
+    domain = domains(running=False)
+    booted = qat_host.boot(domain.server)
+    rp = qat_host.provider(PF)
+    done = _run(qat_host, live_placement, attach.attach, domain.server,
+                'before', 'NONE', '')
+    assert isinstance(done, attach.Result), done
+    result = _run(qat_host, live_placement, attach.detach, domain.server,
+                  when, method, '/allocations/', timeout=5)
+    units = _units(qat_host, domain.server)
+    allocated = rp in qat_host.allocations(domain.server)['allocations']
+    if (when, method) == ('before', 'GET'):
+        # Refused before anything changed.
+        assert isinstance(result, attach.AttachError), result
+        assert str(result).startswith('cannot reach Placement'), result
+        assert units == {rp: list(done.units)} and allocated
+        assert '<hostdev' in domain.xml(inactive=True)
+    elif (when, method) == ('before', 'PUT'):
+        # The guest let go; the allocation stays until a detach again.
+        assert isinstance(result, attach.AttachError), result
+        assert 'run detach-instance again' in str(result), result
+        assert units == {} and allocated
+        assert '<hostdev' not in domain.xml(inactive=True)
+    else:
+        assert isinstance(result, attach.Result), result
+        assert units == {} and not allocated
+    if not isinstance(result, attach.Result):
+        again = _run(qat_host, live_placement, attach.detach, domain.server,
+                     'before', 'NONE', '', timeout=5)
+        assert isinstance(again, attach.Result), again
+    assert libvirt_conftest.without_generations(
+        qat_host.allocations(domain.server)) == (
+        libvirt_conftest.without_generations(booted))
+    assert _units(qat_host, domain.server) == {}
+    assert '<hostdev' not in domain.xml(inactive=True)

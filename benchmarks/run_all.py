@@ -1,0 +1,616 @@
+"""Run every benchmark and write ``benchmarks/results.md`` and the plots.
+
+One command for the whole suite:
+
+    python benchmarks/run_all.py            # full run (~40 min on 2 cores)
+    python benchmarks/run_all.py --quick    # small sizes (~12 min)
+
+Steps, each a process of its own (a failed step is reported and the rest
+still run): ``discovery.py`` (hosts of 100, 600 and 2,000 PCI functions,
+against lspci and upstream Cyborg's drivers), ``placement_traffic.py``
+(requests per compute, in Nova's functional harness),
+``fence_latency.py`` (udev remove to Placement fenced), ``reprogram.py``
+(if present), ``scale.py`` (registration of 100 and 1,000 computes on
+SQLite and PostgreSQL; allocation candidates at 1,000 and 5,000 hosts,
+per-PF against per-VF, wide-tree setting off and on), ``churn.py``
+(requests a minute at 1,000 computes under 1% device churn), then
+``plots.py``.
+
+The full run writes ``benchmarks/results.md``, ``benchmarks/results/``
+and copies the plots to ``doc/source/_static/benchmarks/`` for
+``doc/source/admin/performance.rst``. ``--quick`` writes everything under
+``benchmarks/.work/quick/`` instead (not kept in git), so a quick run
+never overwrites the recorded results.
+
+Needs ``tools/setup-bench-venvs.sh`` to have run (PostgreSQL, pciutils,
+``.venv-placement``, ``.venv-cyborg``), umockdev for the fence latency
+(``tools/install-udev-test-deps.sh``), and matplotlib in this venv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(HERE)
+DOC_IMAGES = os.path.join(REPO_ROOT, 'doc', 'source', '_static',
+                          'benchmarks')
+
+
+def steps(out: str, quick: bool) -> list[tuple[str, list[str], str]]:
+    """(name, command, output file) of each step, in order."""
+    py = sys.executable
+
+    def script(name):
+        return os.path.join(HERE, name)
+    # The full run's sizes are the issue's (discovery at 100/600/2,000
+    # functions, registration of 100 and 1,000 computes, candidates at
+    # 1,000 and 5,000 hosts, churn at 1,000); the flags only shorten the
+    # sampling so that the whole run stays well under an hour on 2 cores.
+    plan = [
+        ('discovery', [py, script('discovery.py'), '--runs',
+                       '5' if quick else '9'], 'discovery.md'),
+        ('placement-traffic', [py, script('placement_traffic.py')] + (
+            ['--repeats', '1', '--cycles', '3', '--refreshes', '1',
+             '--synthetic-pfs', '8'] if quick else ['--repeats', '1']),
+         'placement-traffic.md'),
+        ('fence-latency', [py, script('fence_latency.py'), '--rounds',
+                           '5' if quick else '20'], 'fence-latency.md'),
+    ]
+    reprogram = script('reprogram.py')
+    if os.path.exists(reprogram):
+        cmd = [py, reprogram]
+        usage = _help(reprogram)
+        if quick and '--quick' in usage:
+            cmd.append('--quick')
+        elif quick and '--rounds' in usage:
+            cmd += ['--rounds', '5']
+        plan.append(('reprogram', cmd, 'reprogram.md'))
+    plan += [
+        ('scale', [py, script('scale.py')] + (['--quick'] if quick else [
+            '--durable-check', '30', '--samples', '5', '--min-samples',
+            '2', '--budget', '15', '--timeout', '60']), 'scale.md'),
+        ('churn', [py, script('churn.py')] + (['--quick'] if quick else [
+            '--sample', '40', '--sample-vf', '8', '--duration', '120']),
+         'churn.md'),
+    ]
+    result = []
+    for name, cmd, output in plan:
+        path = os.path.join(out, 'results', output)
+        if name != 'reprogram' or '--output' in _help(reprogram):
+            cmd = cmd + ['--output', path]
+        result.append((name, cmd, path))
+    return result
+
+
+class OtherCpu(threading.Thread):
+    """CPU seconds that processes other than ours use, sampled every 2 s.
+
+    Other users of the machine compete for the same cores and slow what
+    is measured. Ours: this process's descendants and the ``postgres``
+    user's processes (the benchmarks' own PostgreSQL). A process that
+    lives less than one sample is missed.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.total = 0.0
+        self.seen = {}
+        self.stop_event = threading.Event()
+        self.tick = os.sysconf('SC_CLK_TCK')
+        try:
+            import pwd
+            self.skip_uid = pwd.getpwnam('postgres').pw_uid
+        except (ImportError, KeyError):
+            self.skip_uid = -1
+
+    def sample(self) -> None:
+        procs = {}
+        for entry in os.listdir('/proc'):
+            if not entry.isdigit():
+                continue
+            try:
+                with open('/proc/%s/stat' % entry) as f:
+                    fields = f.read().rsplit(')', 1)[1].split()
+                uid = os.stat('/proc/%s' % entry).st_uid
+            except OSError:
+                continue
+            procs[int(entry)] = (int(fields[1]),
+                                 int(fields[11]) + int(fields[12]), uid)
+        ours = {os.getpid()}
+        changed = True
+        while changed:
+            changed = False
+            for pid, (ppid, _, _) in procs.items():
+                if ppid in ours and pid not in ours:
+                    ours.add(pid)
+                    changed = True
+        seen = {}
+        for pid, (_, ticks, uid) in procs.items():
+            if pid in ours or uid == self.skip_uid:
+                continue
+            seen[pid] = ticks
+            self.total += (ticks - self.seen.get(pid, ticks)) / self.tick
+        self.seen = seen
+
+    def run(self) -> None:
+        while not self.stop_event.wait(2.0):
+            self.sample()
+
+    def stop(self) -> float:
+        self.stop_event.set()
+        self.join()
+        return self.total
+
+
+def _help(script: str) -> str:
+    try:
+        return subprocess.run([sys.executable, script, '--help'],
+                              capture_output=True, text=True, timeout=120,
+                              cwd=REPO_ROOT).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ''
+
+
+def _log_dir(out: str) -> str:
+    # Logs of a full run stay out of git (benchmarks/.work is ignored).
+    return os.path.join(HERE, '.work', 'logs') if out == HERE else \
+        os.path.join(out, 'logs')
+
+
+def run_steps(out: str, quick: bool, only: set | None) -> dict:
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join(
+        p for p in (REPO_ROOT, env.get('PYTHONPATH')) if p)
+    env.setdefault('PYTHONWARNINGS', 'ignore')
+    env.setdefault('OS_NOVA_DISABLE_EVENTLET_PATCHING', '1')
+    log_dir = _log_dir(out)
+    os.makedirs(log_dir, exist_ok=True)
+    os.makedirs(os.path.join(out, 'results'), exist_ok=True)
+    done = {}
+    for name, cmd, path in steps(out, quick):
+        if only and name not in only:
+            continue
+        shown = [os.path.relpath(c, REPO_ROOT) if c.startswith(REPO_ROOT)
+                 else c for c in cmd]
+        print('== %s: %s' % (name, ' '.join(shown)), flush=True)
+        start = time.perf_counter()
+        sampler = OtherCpu()
+        sampler.sample()
+        sampler.start()
+        with open(os.path.join(log_dir, name + '.log'), 'w') as logf:
+            proc = subprocess.run(cmd, cwd=REPO_ROOT, env=env,
+                                  stdout=logf, stderr=subprocess.STDOUT)
+        seconds = time.perf_counter() - start
+        # CPU the rest of the machine used meanwhile (other users' work
+        # competes for the same cores and slows what is measured).
+        other = sampler.stop()
+        if name == 'reprogram' and proc.returncode == 0 and \
+                not os.path.exists(path):
+            # It writes to its own default place.
+            default = os.path.join(HERE, 'results', 'reprogram.md')
+            if os.path.exists(default) and default != path:
+                shutil.copy(default, path)
+        done[name] = {'seconds': seconds, 'returncode': proc.returncode,
+                      'output': path,
+                      'other_cpu_share': other / (seconds * (os.cpu_count()
+                                                             or 1))}
+        print('   %s in %.0f s' % ('ok' if proc.returncode == 0 else
+                                   'FAILED (%d, see %s)' % (
+                                       proc.returncode, os.path.relpath(
+                                           os.path.join(log_dir,
+                                                        name + '.log'),
+                                           REPO_ROOT)),
+                                   seconds), flush=True)
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, os.path.join(HERE, 'plots.py'),
+                           '--results', os.path.join(out, 'results')],
+                          cwd=REPO_ROOT, env=env, capture_output=True,
+                          text=True)
+    done['plots'] = {'seconds': time.perf_counter() - start,
+                     'returncode': proc.returncode,
+                     'pngs': proc.stdout.split()}
+    if proc.returncode:
+        print('plots FAILED:\n' + proc.stderr[-2000:])
+    return done
+
+
+# -- results.md --------------------------------------------------------------
+
+def _read(path: str):
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f) if path.endswith('.json') else f.read()
+
+
+def _md_rows(text: str, first_cell: str) -> list[list[str]]:
+    rows = []
+    for line in (text or '').splitlines():
+        if line.startswith('| ' + first_cell):
+            rows.append([c.strip() for c in line.strip().strip('|')
+                         .split('|')])
+    return rows
+
+
+def machine_base() -> str:
+    return '%d cores, Python %s' % (os.cpu_count() or 0,
+                                    platform.python_version())
+
+
+def summary_rows(res: str) -> list[tuple]:
+    """(benchmark, what was compared, result, ratio, machine) rows."""
+    rows = []
+    disc = _read(os.path.join(res, 'discovery.json'))
+    if disc:
+        for h in disc['hosts']:
+            s = h['samples']
+            ours = statistics.median(s['cyborg-nova discovery (all '
+                                       'drivers)'])
+            lspci = statistics.median(s['lspci -nnn -D (one run)'])
+            up = s.get('upstream Cyborg agent cycle (5 drivers)')
+            mem = h['memory']['cyborg-nova discovery (all drivers)']
+            rows.append((
+                'Discovery, {:,} PCI functions'.format(h['functions']),
+                'cyborg-nova (5 drivers) vs one `lspci -nnn -D` run',
+                '%.1f ms vs %.1f ms' % (ours, lspci),
+                '%.2fx the time of lspci' % (ours / lspci),
+                disc['machine'] + ', fake sysfs tree'))
+            if up:
+                upm = statistics.median(up)
+                umem = h['memory'].get('upstream Cyborg agent cycle (5 '
+                                       'drivers)', {})
+                rows.append((
+                    'Discovery, {:,} PCI functions'.format(h['functions']),
+                    'cyborg-nova vs upstream Cyborg 17 agent cycle (its 5 '
+                    'drivers, same tree); peak RSS of one discovery',
+                    '%.1f ms vs %.0f ms; %.0f MiB vs %.0f MiB' % (
+                        ours, upm, mem['hwm_after_kib'] / 1024.0,
+                        umem.get('hwm_after_kib', 0) / 1024.0),
+                    'Cyborg takes **%.0fx** as long' % (upm / ours),
+                    disc['machine'] + ', fake sysfs tree'))
+    traffic = _read(os.path.join(res, 'placement-traffic.md'))
+    if traffic:
+        py = re.search(r'Python ([0-9.]+)', traffic)
+        m = 'Nova 34 functional harness, Placement 16 in-process, ' \
+            'in-memory SQLite, Python %s, %d cores' % (
+                py.group(1) if py else '?', os.cpu_count() or 0)
+        for row in _md_rows(traffic, ''):
+            if len(row) != 10:
+                continue
+            host, phase = row[0], row[1]
+            if phase.startswith(('1.', '2.')) and host != 'fpga-host':
+                est = row[9].replace('~', '').replace('>= ', '')
+                ratio = ('%.1fx fewer than the Cyborg-shape ESTIMATE (%s)'
+                         % (float(est) / float(row[2]), row[9])
+                         if est.replace('.', '').isdigit()
+                         and float(row[2]) else 'n/a')
+                rows.append((
+                    'Placement traffic per compute (%s), %s' % (host, phase),
+                    'cyborg-nova vs Nova\'s PCI-in-placement (measured) '
+                    'vs upstream Cyborg\'s shape (estimate)',
+                    '%s vs %s requests' % (row[2], row[5]),
+                    'same as Nova (%s); %s' % (row[8], ratio), m))
+    fence = _read(os.path.join(res, 'fence-latency.md'))
+    if fence:
+        row = _md_rows(fence, '**uevent to Placement fenced**')
+        if row:
+            median = float(row[0][2])
+            rows.append((
+                'Event latency: device removed to fenced in Placement',
+                'cyborg-nova agent (udev, measured) vs the next periodic '
+                'update (60 s period: 30 s on average; upstream Cyborg '
+                'polls the same way)',
+                '%.1f ms median, %s ms worst' % (median, row[0][4]),
+                '~%.0fx sooner than the average periodic pick-up'
+                % (30000.0 / median),
+                '%s, umockdev, Placement 16 (wsgiref, SQLite)'
+                % machine_base()))
+    reprogram = _read(os.path.join(res, 'reprogram.md'))
+    if reprogram:
+        title = reprogram.splitlines()[0].lstrip('# ')
+        rows.append(('Reprogramming overhead', title,
+                     'see below', 'see below', machine_base()))
+    scale_data = _read(os.path.join(res, 'scale.json'))
+    if scale_data:
+        mach = scale_data['machine']
+        base = '%d cores, Python %s, Placement %s' % (
+            mach['cores'], mach['python'], mach['placement'])
+        regs = scale_data.get('registration', [])
+        by = {(r['backend'], r['hosts'], bool(r.get('durable'))): r
+              for r in regs}
+        for r in regs:
+            db = ('SQLite, gunicorn 1 worker' if r['backend'] == 'sqlite'
+                  else 'PostgreSQL %s, gunicorn %d workers'
+                  % (mach.get('postgresql', '').split()[0], r['workers']))
+            db += (', durable commits' if r.get('durable') else
+                   ', commits not flushed to disk')
+            other = by.get(('sqlite' if r['backend'] == 'postgresql'
+                            else 'postgresql', r['hosts'],
+                            bool(r.get('durable'))))
+            ratio = ''
+            if other and r['backend'] == 'postgresql':
+                ratio = 'SQLite takes %.1fx as long' % (other['wall_s']
+                                                        / r['wall_s'])
+            rows.append((
+                'Scale: register {:,} computes x 10 accelerators'.format(
+                    r['hosts']),
+                'HTTP API as nova-compute does it (Nova\'s report client), '
+                '%d hosts in flight; %s%s' % (
+                    scale_data['args']['clients']
+                    * scale_data['args']['threads'], db,
+                    '; the first {:,} hosts of the {:,}-host run'.format(
+                        r['hosts'], r['milestone_of'])
+                    if r.get('milestone_of') else ''),
+                '%.0f s, {:,} requests (%.0f/host), %.0f req/s, %d '
+                'errors'.format(r['requests']) % (
+                    r['wall_s'], r['requests_per_host'], r['req_per_s'],
+                    sum(n for s, n in r['status'].items() if int(s) >= 400)),
+                ratio or '-', '%s, %s' % (base, db)))
+        for hosts, settings in (scale_data.get('candidates') or {}).items():
+            for setting, shapes in settings.items():
+                parts, ratios, lower = [], [], []
+                for flavor in scale_data['queries']:
+                    pf = shapes['per-PF'][flavor]
+                    vf = shapes['per-VF'][flavor]
+                    if 'median_ms' in pf and 'median_ms' in vf:
+                        r = vf['median_ms'] / pf['median_ms']
+                        ratios.append(r)
+                        parts.append('%s: %.0f / %.0f ms (p95 %.0f / %.0f) '
+                                     '= %.1fx' % (
+                                         flavor, pf['median_ms'],
+                                         vf['median_ms'], pf['p95_ms'],
+                                         vf['p95_ms'], r))
+                    elif 'median_ms' in pf and (vf.get('timed_out')
+                                                or vf.get('skipped')):
+                        # No answer within the client timeout: a lower
+                        # bound.
+                        timeout = 1000.0 * scale_data['args']['timeout']
+                        r = timeout / pf['median_ms']
+                        lower.append(r)
+                        parts.append('%s: %.0f / > %.0f ms (p95 %.0f / '
+                                     'timeout) = > %.1fx' % (
+                                         flavor, pf['median_ms'], timeout,
+                                         pf['p95_ms'], r))
+                    else:
+                        parts.append('%s: n/a' % flavor)
+                span = ''
+                if ratios or lower:
+                    lo = min(ratios + lower)
+                    hi = max(ratios) if ratios else lo
+                    span = 'per-VF **%.1fx-%.1fx** slower%s' % (
+                        lo, hi, ' (%s)' % ', '.join(
+                            '> %.1fx: timeout' % r for r in lower)
+                        if lower else '')
+                rows.append((
+                    'Scale: GET /allocation_candidates at {:,} hosts, '
+                    'wide-tree setting %s'.format(int(hosts)) % setting,
+                    'one provider per PF (cyborg-nova) vs one per VF '
+                    '(upstream Cyborg\'s NIC/QAT shape); median ms per-PF / '
+                    'per-VF',
+                    '; '.join(parts), span or 'n/a',
+                    '%s, PostgreSQL %s, bulk-filled' % (
+                        base, mach.get('postgresql', '').split()[0])))
+    churn = _read(os.path.join(res, 'churn.json'))
+    if churn and churn.get('models'):
+        ms = churn['models']
+        mach = churn['machine']
+        rows.append((
+            'Convergence under churn: {:,} computes, %g%% of devices '
+            'changing a minute'.format(churn['args']['hosts'])
+            % churn['args']['churn'],
+            ' vs '.join(m['model'] for m in ms) + ': requests a minute at '
+            'Placement (measured on %s sampled hosts for %.0f s, '
+            'extrapolated)' % (
+                ' / '.join(str(m['sampled_hosts']) for m in ms),
+                churn['args']['duration']),
+            ' vs '.join('{:,.0f}'.format(m['requests_per_min_1000'])
+                        for m in ms),
+            'upstream shape **%.1fx** (lower bound)' % (
+                ms[1]['requests_per_min_1000']
+                / ms[0]['requests_per_min_1000'])
+            if len(ms) > 1 else '-',
+            '%d cores, Python %s, Placement %s, PostgreSQL %s, gunicorn '
+            '%d workers' % (mach['cores'], mach['python'],
+                            mach['placement'],
+                            mach.get('postgresql', '').split()[0],
+                            churn['args']['pg_workers'])))
+    return rows
+
+
+def write_results_md(out: str, res: str, done: dict, quick: bool,
+                     total: float, results_md: str) -> None:
+    rows = summary_rows(res)
+    lines = [
+        '# cyborg-nova benchmark results',
+        '',
+        'Generated by `python benchmarks/run_all.py%s` in %.0f min on %s. '
+        'Every row is measured on this machine unless it says ESTIMATE or '
+        'extrapolated; the details of each benchmark follow the table, '
+        'and `%s` holds each benchmark\'s own file.'
+        % (' --quick' if quick else '', total / 60.0, machine_base(),
+           os.path.relpath(res, REPO_ROOT)),
+        '',
+        '| benchmark | what was compared | result | ratio | machine |',
+        '|---|---|---|---|---|',
+    ]
+    for row in rows:
+        lines.append('| %s |' % ' | '.join(c.replace('|', '/') for c in row))
+    failed = [n for n, d in done.items() if d['returncode']]
+    lines += ['', 'Steps (time; share of the machine\'s CPU other users\' '
+              'processes took meanwhile, which slows what is measured): '
+              '%s.' % ', '.join(
+                  '%s %.0f s%s%s' % (
+                      n, d['seconds'],
+                      '; %.0f%%' % (100 * d['other_cpu_share'])
+                      if 'other_cpu_share' in d else '',
+                      ' (**FAILED**)' if d['returncode'] else '')
+                  for n, d in done.items())]
+    if failed:
+        lines += ['', '**Failed steps** (their rows are missing or from an '
+                  'earlier run): %s. See `%s`.' % (
+                      ', '.join(failed), os.path.relpath(
+                          _log_dir(out), REPO_ROOT))]
+    pngs = sorted(p for p in os.listdir(res) if p.endswith('.png'))
+    if pngs:
+        lines += ['', 'Plots: ' + ', '.join(
+            '[%s](%s)' % (p, os.path.relpath(os.path.join(res, p),
+                                             os.path.dirname(results_md)))
+            for p in pngs) + '.']
+    for name in ('discovery.md', 'placement-traffic.md', 'fence-latency.md',
+                 'reprogram.md', 'scale.md', 'churn.md'):
+        text = _read(os.path.join(res, name))
+        if text:
+            lines += ['', '---', '']
+            for line in text.strip().splitlines():
+                # One level down, under this file's title.
+                lines.append('#' + line if line.startswith('#') else line)
+    with open(results_md, 'w') as f:
+        f.write('\n'.join(lines) + '\n')
+
+
+# -- tables for the docs ------------------------------------------------------
+
+#: (include file, result file, heading the table follows ('' = the first
+#: table of the file), which table under it (0 = the first)).
+DOC_TABLES = [
+    ('discovery-times.inc', 'discovery.md', '', 0),
+    ('discovery-found.inc', 'discovery.md', '## What each found', 0),
+    ('discovery-memory.inc', 'discovery.md', '## Peak memory', 0),
+    ('traffic.inc', 'placement-traffic.md', '## Requests per phase', 0),
+    ('registration.inc', 'scale.md', '## Registration', 0),
+    ('candidates.inc', 'scale.md', '## Allocation candidates', 0),
+    ('fence.inc', 'fence-latency.md', '', 0),
+    ('fence-anchors.inc', 'fence-latency.md', '## Anchors', 0),
+    ('reprogram.inc', 'reprogram.md', '', 0),
+    ('reprogram-concurrency.inc', 'reprogram.md', '## 8 FPGAs', 0),
+    ('churn.inc', 'churn.md', '', 0),
+]
+
+
+def md_tables(text: str, heading: str = '') -> list[list[list[str]]]:
+    """The Markdown tables after ``heading`` (up to the next heading)."""
+    lines = (text or '').splitlines()
+    if heading:
+        for i, line in enumerate(lines):
+            if line.startswith(heading):
+                lines = lines[i + 1:]
+                break
+        else:
+            return []
+    tables, current = [], None
+    for line in lines:
+        if heading and line.startswith('#'):
+            break
+        if line.startswith('|'):
+            cells = [c.strip() for c in line.strip().strip('|').split('|')]
+            if all(set(c) <= set('-:') and c for c in cells):
+                continue  # the separator row
+            if current is None:
+                current = []
+                tables.append(current)
+            current.append(cells)
+        else:
+            current = None
+    return tables
+
+
+def rst_cell(text: str) -> str:
+    """A Markdown table cell as reStructuredText inline text."""
+    text = re.sub(r'(?<!`)`([^`]+)`(?!`)', r'``\1``', text)
+    if text in ('-', '+', '*'):
+        return '\\' + text
+    return text
+
+
+def rst_table(rows: list[list[str]]) -> str:
+    width = max(len(r) for r in rows)
+    out = ['.. list-table::', '   :header-rows: 1', '']
+    for row in rows:
+        row = row + [''] * (width - len(row))
+        for i, cell in enumerate(row):
+            out.append(('   * - ' if i == 0 else '     - ')
+                       + rst_cell(cell))
+    return '\n'.join(line.rstrip() for line in out) + '\n'
+
+
+def write_doc_tables(res: str, dest: str, done: dict, quick: bool,
+                     total: float) -> list[str]:
+    """reST tables of the recorded results for performance.rst."""
+    os.makedirs(dest, exist_ok=True)
+    written = []
+    for name, source, heading, index in DOC_TABLES:
+        tables = md_tables(_read(os.path.join(res, source)), heading)
+        text = rst_table(tables[index]) if len(tables) > index else \
+            '*Not in this run.*\n'
+        with open(os.path.join(dest, name), 'w') as f:
+            f.write(text)
+        written.append(name)
+    rows = [['Benchmark', 'What was compared', 'Result', 'Ratio',
+             'Machine']] + [list(r) for r in summary_rows(res)]
+    with open(os.path.join(dest, 'summary.inc'), 'w') as f:
+        f.write('Recorded with ``python benchmarks/run_all.py%s``: %.0f '
+                'minutes on %s.\n\n' % (' --quick' if quick else '',
+                                        total / 60.0, machine_base()))
+        f.write(rst_table(rows))
+    written.append('summary.inc')
+    return written
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--quick', action='store_true',
+                        help='small sizes, written to benchmarks/.work/'
+                             'quick/')
+    parser.add_argument('--only', default='',
+                        help='comma-separated steps to run (the others\' '
+                             'last results are reused)')
+    parser.add_argument('--report-only', action='store_true',
+                        help='rebuild results.md and plots, run nothing')
+    parser.add_argument('--out', default=None,
+                        help='where results.md and results/ go (default: '
+                             'benchmarks/, or benchmarks/.work/quick/ with '
+                             '--quick)')
+    args = parser.parse_args(argv)
+    out = args.out or (os.path.join(HERE, '.work', 'quick') if args.quick
+                       else HERE)
+    res = os.path.join(out, 'results')
+    os.makedirs(res, exist_ok=True)
+    start = time.perf_counter()
+    only = {s for s in args.only.split(',') if s} or None
+    done_path = os.path.join(res, 'steps.json')
+    done = _read(done_path) or {}
+    if args.report_only:
+        subprocess.run([sys.executable, os.path.join(HERE, 'plots.py'),
+                        '--results', res], cwd=REPO_ROOT, check=False)
+    else:
+        done.update(run_steps(out, args.quick, only))
+        with open(done_path, 'w') as f:
+            json.dump(done, f, indent=1)
+    total = sum(d['seconds'] for d in done.values()) if (
+        only or args.report_only) else time.perf_counter() - start
+    results_md = os.path.join(out, 'results.md')
+    write_results_md(out, res, done, args.quick, total, results_md)
+    if not args.quick and args.out is None:
+        os.makedirs(DOC_IMAGES, exist_ok=True)
+        for png in os.listdir(res):
+            if png.endswith('.png'):
+                shutil.copy(os.path.join(res, png), DOC_IMAGES)
+        write_doc_tables(res, DOC_IMAGES, done, args.quick, total)
+    print('wrote %s (%.0f min)' % (os.path.relpath(results_md, REPO_ROOT),
+                                   total / 60.0))
+    return 1 if any(d.get('returncode') for d in done.values()) else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

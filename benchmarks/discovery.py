@@ -394,20 +394,21 @@ def report(hosts: list, runs: int) -> str:
     return '\n'.join(lines)
 
 
-def _cyborg_pci_ids(hosts) -> str:
+def _cyborg_fact(hosts, key: str, missing: str) -> str:
+    """What upstream Cyborg's runner said of itself (version, pci.ids)."""
     for h in hosts:
         up = h['memory'].get(CYBORG)
         if up:
-            return up['pci_ids']
-    return 'n/a'
+            return up[key]
+    return missing
+
+
+def _cyborg_pci_ids(hosts) -> str:
+    return _cyborg_fact(hosts, 'pci_ids', 'n/a')
 
 
 def _cyborg_version(hosts) -> str:
-    for h in hosts:
-        up = h['memory'].get(CYBORG)
-        if up:
-            return up['version']
-    return '(not run)'
+    return _cyborg_fact(hosts, 'version', '(not run)')
 
 
 def main(argv=None) -> int:

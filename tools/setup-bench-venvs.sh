@@ -12,6 +12,10 @@
 # - .venv-cyborg: upstream OpenStack Cyborg from PyPI, whose drivers'
 #   discover() benchmarks/upstream_cyborg.py runs on the same fake trees.
 #
+# - matplotlib in the venv that runs benchmarks/run_all.py (the project's
+#   .venv, or BENCH_VENV), for the plots; umockdev for the fence latency
+#   step comes from tools/install-udev-test-deps.sh.
+#
 # Usage: tools/setup-bench-venvs.sh [--no-apt]
 #   PYTHON=/path/to/python3 picks the interpreter for new venvs.
 # Idempotent: a venv is (re)filled only when its stamp file (interpreter
@@ -59,6 +63,14 @@ fill() {
 fill "$top/.venv-placement" 'openstack-placement==16.0.0' 'SQLAlchemy<2.1' \
     gunicorn psycopg2-binary PyMySQL
 fill "$top/.venv-cyborg" openstack-cyborg
+
+bench_venv=${BENCH_VENV:-$top/.venv}
+if [ -x "$bench_venv/bin/python" ] && \
+        ! "$bench_venv/bin/python" -c 'import matplotlib' 2>/dev/null; then
+    echo "Installing matplotlib into $bench_venv (the plots)"
+    "$bench_venv/bin/python" -m pip -q --disable-pip-version-check \
+        install matplotlib
+fi
 
 "$top/.venv-placement/bin/python" - <<'PY'
 import importlib.metadata as md

@@ -104,28 +104,43 @@ class UpdateWorker:
 class Hooked:
     """A keystoneauth adapter that runs actions around its requests.
 
-    ``before`` and ``after`` hold ``(METHOD, url fragment, action)``;
-    each fires once, on the first matching request (``after``: once it
-    was answered). Everything else is the real adapter's.
+    :meth:`on` adds ``action`` to run before (or once answered, after)
+    the ``nth`` request of ``METHOD`` whose url holds ``fragment``; each
+    fires once. Both ``request(url, method)`` and ``get(url)``-style
+    calls are seen. Everything else is the real adapter's.
     """
 
     def __init__(self, real) -> None:
         self.real = real
-        self.before: list = []
-        self.after: list = []
+        self.session = getattr(real, 'session', None)
+        self.hooks: list[list] = []
 
-    @staticmethod
-    def _fire(hooks: list, method: str, url: str) -> None:
-        for hook in list(hooks):
-            if hook[0] == method.upper() and hook[1] in url:
-                hooks.remove(hook)
-                hook[2]()
+    def on(self, when: str, method: str, fragment: str, action,
+           nth: int = 1) -> None:
+        self.hooks.append([when, method.upper(), fragment, nth, action])
+
+    def pending(self) -> list:
+        """The hooks that have not fired."""
+        return list(self.hooks)
+
+    def _fire(self, when: str, method: str, url: str) -> None:
+        for hook in list(self.hooks):
+            if hook[:2] == [when, method.upper()] and hook[2] in url:
+                hook[3] -= 1
+                if not hook[3]:
+                    self.hooks.remove(hook)
+                    hook[4]()
 
     def request(self, url, method, **kwargs):
-        self._fire(self.before, method, url)
+        self._fire('before', method, url)
         resp = self.real.request(url, method, **kwargs)
-        self._fire(self.after, method, url)
+        self._fire('after', method, url)
         return resp
 
     def __getattr__(self, name):
-        return getattr(self.real, name)
+        if name not in ('get', 'put', 'post', 'delete'):
+            return getattr(self.real, name)
+
+        def call(url, **kwargs):
+            return self.request(url, name.upper(), **kwargs)
+        return call

@@ -36,7 +36,7 @@ def _run(qat_host, placement, operation, server, when, method, fragment,
     The result, or the AttachError.
     """
     client = common.Hooked(qat_host.client)
-    getattr(client, when).append((method, fragment, placement.kill))
+    client.on(when, method, fragment, placement.kill)
     guest = attach.open_guest(libvirtd_fixture.URI, server)
     try:
         result = operation(client, qat_host.store, qat_host.nodename,
@@ -47,7 +47,7 @@ def _run(qat_host, placement, operation, server, when, method, fragment,
         guest.close()
         placement.ensure_running()
     # The kill happened (a hook on no request is for none).
-    assert method == 'NONE' or not getattr(client, when), (when, method)
+    assert method == 'NONE' or not client.pending(), (when, method)
     return result
 
 

@@ -8,11 +8,22 @@ time per attempt, nothing lost from the host's state store, and the
 same end state once Placement is back as without the outage.
 """
 
+import argparse
 import random
+import threading
 import time
 
+import pytest
+
+from cyborg_nova.cmd import cli
+from cyborg_nova.cmd import hostargs
+from cyborg_nova.cmd import program as program_cmd
+from cyborg_nova import lifecycle
+from cyborg_nova import placement
+from cyborg_nova import programming
 from cyborg_nova import providers
 from cyborg_nova import state
+from tests.functional.programming import base
 from tests.functional.reliability import common
 from tests.functional.reliability import placement as placement_mod
 from tests.unit.programming import fakes
@@ -68,3 +79,139 @@ def test_update_cycles_survive_outages_and_converge(host, live_placement):
     assert placement_mod.integrity(host.state_path) == 'ok'
     print('update cycles: %d, failed during %d outages: %d'
           % (len(cycles), OUTAGES, len(failed)))
+
+
+@pytest.fixture
+def programmer(host):
+    """The Programmer ``cyborg-nova program`` builds, its client hooked."""
+    app = cli.CyborgNovaApp()
+    app.conf = cli.load_config([host.conf])
+    programmer = program_cmd.make_programmer(app, argparse.Namespace())
+    client = common.Hooked(programmer.client)
+    programmer.client = client
+    programmer.fencer.client = client
+    programmer.placement.client = client
+    yield programmer
+    programmer.close()
+    import privsep
+    privsep.sysfs_admin.stop()
+
+
+# Placement killed right before the nth request of a reprogramming:
+# (method, url fragment, nth, what becomes of the job).
+PROGRAM_POINTS = [
+    ('PUT', '/inventories/', 1, 'refused'),    # fencing
+    ('GET', '/allocations', 1, 'refused'),     # proving it unallocated
+    ('GET', '/traits', 1, 'succeeded'),        # loaded, reading traits
+    ('PUT', '/traits', 1, 'succeeded'),        # swapping function traits
+    ('PUT', '/inventories/', 2, 'succeeded'),  # unfencing
+]
+BITSTREAMS = [('intel/nlb3.gbs', fakes.NLB3), ('intel/dma.gbs',
+                                               fakes.DMA_AFU)]
+
+
+def test_reprogramming_through_outages(host, live_placement, programmer):
+    """Reprogramming with Placement killed at one request after another.
+
+    One device is reprogrammed again and again; each time Placement is
+    killed right before another of the requests and back ~2 s later.
+
+    Whatever its retries could not wait out, the job is journaled and
+    finished by the recovery: refused with the device as it was, or
+    programmed, and either way unfenced with traits matching sysfs.
+    """
+    loaded = host.loaded(PAC0)
+    before = common.snapshot(host)
+    for i, (method, fragment, nth, outcome) in enumerate(PROGRAM_POINTS):
+        bitstream, afu = BITSTREAMS[i % 2]
+        restarted = threading.Event()
+
+        def kill():
+            live_placement.kill()
+            # Back after a moment, as a restarted Placement is.
+            threading.Thread(target=lambda: (live_placement.start(),
+                                             restarted.set())).start()
+        programmer.client.on('before', method, fragment, kill, nth)
+        started = time.monotonic()
+        job = programmer.program(host.nodename, PAC0, bitstream)
+        assert time.monotonic() - started < 60
+        assert not programmer.client.pending(), (method, fragment, nth)
+        assert restarted.wait(60)
+        if job.status == programming.RUNNING:
+            # Left for the recovery (the agent runs it at its start).
+            (job,) = programmer.recover()
+        assert job.status == outcome, (method, fragment, nth, job)
+        if outcome == 'refused':
+            assert 'cannot reach Placement' in job.error, job.error
+        else:
+            loaded = fakes.hexid(afu)
+        assert host.loaded(PAC0) == loaded
+        assert host.reserved(PAC0) == 0
+        assert base.check_consistent(host, PAC0) in ('programmed',
+                                                     'unchanged')
+    # Nova's next update agrees: nothing but the function trait moved.
+    after = common.snapshot(host)
+    host.report()
+    assert common.snapshot(host) == after
+    name = providers.provider_name(host.nodename, PAC0)
+    before[name]['traits'] = after[name]['traits']
+    assert after == before
+    assert [j['status'] for j in host.jobs()] == [
+        p[3] for p in PROGRAM_POINTS]
+
+
+def test_driver_uninstall_through_outages(host, live_placement):
+    """``uninstall-driver`` and its provider removal through outages.
+
+    Placement is killed in the middle of the uninstall, then during the
+    updates of nova-compute that remove the driver's providers.
+
+    Placement gone while the driver's devices are checked for instances
+    refuses the uninstall and changes nothing on the host; once it is
+    back the uninstall goes through, and the updates that an outage
+    interrupts remove the driver's providers, leaving the rest as it was.
+    """
+    conf = cli.load_config([host.conf])
+    store = state.StateStore(host.state_path)
+    before = common.snapshot(host)
+    rows = store.devices(host.nodename)
+    placement.register_opts(conf)
+    client = common.Hooked(placement.from_conf(conf))
+    lookup = hostargs.allocations_lookup(client)
+    # intel_fpga has two PACs: Placement dies between their checks.
+    client.on('after', 'GET', '/allocations', live_placement.kill)
+    with pytest.raises(lifecycle.LifecycleError) as refused:
+        lifecycle.uninstall(conf, store, host.nodename, 'intel_fpga',
+                            lookup)
+    assert 'cannot read the allocations' in str(refused.value)
+    assert 'nothing was changed' in str(refused.value)
+    assert store.driver_choices() == {}
+    assert store.devices(host.nodename) == rows
+    live_placement.start()
+    assert common.snapshot(host) == before
+
+    _, (alveo,) = lifecycle.discover_with(conf, 'xilinx_fpga')
+    lifecycle.uninstall(conf, store, host.nodename, 'xilinx_fpga', lookup)
+    assert store.driver_choices() == {'xilinx_fpga': False}
+    live_placement.kill()
+    worker = common.UpdateWorker(host)
+    try:
+        worker.wait_cycles(3)
+        live_placement.start()
+        worker.wait_ok(2)
+    finally:
+        worker.kill()
+    failed = [c for c in worker.cycles if not c['ok']]
+    assert len(failed) >= 3, worker.cycles
+    assert not [c for c in failed if common.raised_by_us(c)], failed
+    gone = providers.provider_name(host.nodename, alveo.address)
+    del before[gone]
+    assert common.snapshot(host) == before
+    # The host's choice stayed; the other devices' rows are as they were.
+    assert store.driver_choices() == {'xilinx_fpga': False}
+    now = store.devices(host.nodename)
+    assert alveo.address not in now
+    assert {a: (r.state, r.owned_traits) for a, r in now.items()} == {
+        a: (r.state, r.owned_traits) for a, r in rows.items()
+        if a != alveo.address}
+    assert placement_mod.integrity(host.state_path) == 'ok'

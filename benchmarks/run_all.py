@@ -254,8 +254,34 @@ def machine_base() -> str:
                                     platform.python_version())
 
 
-def summary_rows(res: str) -> list[tuple]:
-    """(benchmark, what was compared, result, ratio, machine) rows."""
+#: Summary row (by its first words) -> the step that measured it.
+ROW_STEPS = (('Discovery', 'discovery'),
+             ('Placement traffic', 'placement-traffic'),
+             ('Event latency', 'fence-latency'),
+             ('FPGA reprogramming', 'reprogram'), ('Scale', 'scale'),
+             ('Convergence', 'churn'))
+
+
+def summary_rows(res: str, done: dict | None = None) -> list[tuple]:
+    """(benchmark, what was compared, result, ratio, machine) rows.
+
+    With ``done`` (the steps run), each machine cell also says how much
+    of the CPU other users' processes took while its step ran.
+    """
+    rows = _summary_rows(res)
+    out = []
+    for row in rows:
+        step = next((s for prefix, s in ROW_STEPS
+                     if row[0].startswith(prefix)), None)
+        share = (done or {}).get(step, {}).get('other_cpu_share')
+        if share is not None:
+            row = row[:4] + ('%s; other users\' processes took %.0f%% of '
+                             'the CPU meanwhile' % (row[4], 100 * share),)
+        out.append(row)
+    return out
+
+
+def _summary_rows(res: str) -> list[tuple]:
     rows = []
     disc = _read(os.path.join(res, 'discovery.json'))
     if disc:
@@ -459,7 +485,7 @@ def summary_rows(res: str) -> list[tuple]:
 
 def write_results_md(out: str, res: str, done: dict, quick: bool,
                      total: float, results_md: str) -> None:
-    rows = summary_rows(res)
+    rows = summary_rows(res, done)
     lines = [
         '# cyborg-nova benchmark results',
         '',
@@ -586,7 +612,7 @@ def write_doc_tables(res: str, dest: str, done: dict, quick: bool,
             f.write(text)
         written.append(name)
     rows = [['Benchmark', 'What was compared', 'Result', 'Ratio',
-             'Machine']] + [list(r) for r in summary_rows(res)]
+             'Machine']] + [list(r) for r in summary_rows(res, done)]
     with open(os.path.join(dest, 'summary.inc'), 'w') as f:
         f.write('Recorded with ``python benchmarks/run_all.py%s``: %.0f '
                 'minutes on %s.' % (' --quick' if quick else '',

@@ -23,6 +23,11 @@ name, or a relative path) into a file under the configured bitstream
 directory, refusing absolute paths, ``..`` and symlinks that lead out of
 it. The privileged helper resolves the same name again under its own
 configured directory.
+
+The directory is also a library: its :data:`MANIFEST` names entries
+(``{"bitstreams": {"nlb3": {"file": "intel/nlb3.gbs", "description":
+"..."}}}``), which flavors ask for with the ``cyborg_nova:bitstream``
+extra spec and commands take wherever a bitstream name is expected.
 """
 
 from __future__ import annotations
@@ -85,6 +90,10 @@ class Outside(BadName):
 
 class NotFound(LookupError):
     """No bitstream of that name in the directory."""
+
+
+class InvalidManifest(ValueError):
+    """The library's manifest cannot be read or is malformed."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -321,6 +330,94 @@ def load(directory: str, name: object) -> tuple[str, Bitstream]:
     """:func:`resolve` and :func:`read` ``name``; (path, header)."""
     path = resolve(directory, name)
     return path, read(path, str(name))
+
+
+# -- the library -----------------------------------------------------------
+
+#: The library's manifest, at the top of the bitstream directory.
+MANIFEST = 'manifest.json'
+#: A library entry's name (what ``cyborg_nova:bitstream`` takes).
+ENTRY_PATTERN = r'[A-Za-z0-9][A-Za-z0-9._-]{0,63}'
+_ENTRY_RE = re.compile(ENTRY_PATTERN)
+#: Larger manifests are not a library anyone wrote by hand.
+MANIFEST_MAX = 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """A named bitstream of the library."""
+
+    name: str
+    file: str
+    description: str = ''
+
+
+def manifest_path(directory: str) -> str:
+    return os.path.join(directory, MANIFEST)
+
+
+def library(directory: str) -> dict[str, Entry]:
+    """The entries of the library at ``directory``, by name.
+
+    No manifest is an empty library.
+
+    :raises InvalidManifest: it cannot be read, is not JSON, or an entry
+        is malformed (a bad name, no file, a file name that could leave
+        the directory); the message says which.
+    """
+    path = manifest_path(directory)
+    try:
+        with open(path, 'rb') as f:
+            raw = f.read(MANIFEST_MAX + 1)
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise InvalidManifest('cannot read %s: %s' % (path, exc.strerror))
+    if len(raw) > MANIFEST_MAX:
+        raise InvalidManifest('%s is larger than %d bytes'
+                              % (path, MANIFEST_MAX))
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidManifest('%s is not JSON: %s' % (path, exc))
+    entries = body.get('bitstreams') if isinstance(body, dict) else None
+    if not isinstance(entries, dict):
+        raise InvalidManifest('%s has no "bitstreams" object' % path)
+    found = {}
+    for name, entry in entries.items():
+        if not _ENTRY_RE.fullmatch(name):
+            raise InvalidManifest(
+                '%s: entry name %r is not letters, digits and "._-" '
+                '(at most 64, starting with a letter or digit)'
+                % (path, name[:100]))
+        if not isinstance(entry, dict) or not isinstance(
+                entry.get('file'), str):
+            raise InvalidManifest('%s: entry %s has no "file" string'
+                                  % (path, name))
+        try:
+            check_name(entry['file'])
+        except BadName as exc:
+            raise InvalidManifest('%s: entry %s: %s' % (path, name, exc))
+        description = entry.get('description', '')
+        if not isinstance(description, str):
+            raise InvalidManifest('%s: entry %s: "description" must be a '
+                                  'string' % (path, name))
+        found[name] = Entry(name, entry['file'], description)
+    return found
+
+
+def file_of(directory: str, name: object) -> object:
+    """The file of library entry ``name``; other names as they are.
+
+    So commands take a library entry or a file name alike.
+
+    :raises InvalidManifest: see :func:`library`.
+    """
+    if isinstance(name, str) and _ENTRY_RE.fullmatch(name):
+        entry = library(directory).get(name)
+        if entry is not None:
+            return entry.file
+    return name
 
 
 # -- building (tests, fake clouds) -----------------------------------------

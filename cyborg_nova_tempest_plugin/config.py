@@ -139,8 +139,9 @@ Related options:
     cfg.StrOpt(
         'fpga_image',
         help="""
-The FPGA image (bitstream) the reprogramming tests load, as the
-conductor-lite's ``POST /programs`` names it.
+The bitstream the reprogramming tests load: an entry of the computes'
+bitstream library (or a file name under their ``[cyborg_nova]
+bitstream_dir``), as the conductor-lite's ``POST /programs`` takes it.
 """),
     cfg.StrOpt(
         'fpga_image_function_trait',

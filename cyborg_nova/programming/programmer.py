@@ -11,6 +11,7 @@ import dataclasses
 import json
 import logging
 import os
+import socket
 import sqlite3
 import threading
 import time
@@ -133,7 +134,7 @@ class Programmer:
         self._keeper = sqlite3.connect(store.path, check_same_thread=False)
         # A read maps the WAL index: from then on it counts as open.
         self._keeper.execute('SELECT count(*) FROM sqlite_master')
-        self.owner = '%d@%s' % (os.getpid(), os.uname().nodename)
+        self.owner = '%d@%s' % (os.getpid(), socket.gethostname())
 
     # -- the public API ------------------------------------------------------
 
@@ -164,11 +165,11 @@ class Programmer:
         if job_id is not None:
             existing = self.journal.get(job_id)
             if existing is not None:
-                if (existing.nodename, existing.bitstream) != (
-                        nodename, bitstream) or device not in (
-                        existing.address, existing.provider,
-                        providers.provider_name(nodename,
-                                                existing.address)):
+                same = (existing.nodename, existing.bitstream) == (
+                    nodename, self.library_file(bitstream)) and device in (
+                    existing.address, existing.provider,
+                    providers.provider_name(nodename, existing.address))
+                if not same:
                     raise Refused(409, 'job %s exists for another device '
                                   'or bitstream' % job_id)
                 return existing
@@ -208,7 +209,7 @@ class Programmer:
 
         :raises Refused: a bad or unknown bitstream, no Placement.
         """
-        header = self._bitstream(bitstream)
+        header = self._bitstream(self.library_file(bitstream))
         self._need_placement()
         free, skipped = [], {}
         for address, acc in sorted(self._discover().items()):
@@ -274,6 +275,16 @@ class Programmer:
             LOG.error('Programming finds no device: %s', exc)
             return {}
 
+    def library_file(self, name: object) -> object:
+        """The file of library entry ``name``; a file name as it is.
+
+        :raises Refused: the library's manifest is broken.
+        """
+        try:
+            return bitstreams.file_of(self.bitstream_dir, name)
+        except bitstreams.InvalidManifest as exc:
+            raise Refused(409, 'the bitstream library is broken: %s' % exc)
+
     def _bitstream(self, name: str) -> bitstreams.Bitstream:
         try:
             return bitstreams.load(self.bitstream_dir, name)[1]
@@ -300,6 +311,9 @@ class Programmer:
     def plan(self, nodename: str, device: str, bitstream: str,
              region: str | None = None) -> _Plan:
         """Everything validation checks, before anything is touched.
+
+        :param bitstream: a file name under the bitstream directory (see
+            :meth:`library_file` for library entries).
 
         :raises Refused: see :class:`Refused`.
         """
@@ -340,6 +354,7 @@ class Programmer:
     def _submit(self, nodename, device, bitstream, region, job_id,
                 consumer) -> tuple[Job, JobLock]:
         self._need_placement()
+        bitstream = self.library_file(bitstream)
         plan = self.plan(nodename, device, bitstream, region)
         acc = plan.accelerator
         rows = self.store.sync(nodename, [acc], state_store.INACTIVE)

@@ -13,17 +13,48 @@ import logging
 
 import nova.conf
 from nova import context as nova_context
+from nova import exception
 from nova.scheduler.client import report
 
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
+from cyborg_nova import bitstreams
 from cyborg_nova import conf as cn_conf
+from cyborg_nova import extra_specs
 from cyborg_nova import lifecycle
+from cyborg_nova import programming
 from cyborg_nova import providers
 from cyborg_nova import state as state_store
 
 LOG = logging.getLogger(__name__)
 CONF = nova.conf.CONF
+
+
+class ReportClientAdapter:
+    """Nova's Placement report client, called as a keystoneauth adapter.
+
+    What the fencer and the programmer call (``get(url, microversion=,
+    json=)`` and the like) goes through the report client's public
+    request methods, so Nova's credentials, endpoint and timeouts apply.
+    Those never raise on an HTTP error status, which is what the callers'
+    ``raise_exc=False`` asks for; ``timeout`` is Nova's ``[placement]``
+    one.
+    """
+
+    def __init__(self, reportclient: report.SchedulerReportClient) -> None:
+        self.reportclient = reportclient
+
+    def get(self, url, microversion=None, **_kwargs):
+        return self.reportclient.get(url, version=microversion)
+
+    def delete(self, url, microversion=None, **_kwargs):
+        return self.reportclient.delete(url, version=microversion)
+
+    def put(self, url, json=None, microversion=None, **_kwargs):
+        return self.reportclient.put(url, json, version=microversion)
+
+    def post(self, url, json=None, microversion=None, **_kwargs):
+        return self.reportclient.post(url, json, version=microversion)
 
 
 class AcceleratorProviderMixin:
@@ -36,6 +67,7 @@ class AcceleratorProviderMixin:
             None)
         self._accelerator_store: state_store.StateStore | None = None
         self._driver_names: list[str] = []
+        self._accelerator_programmer: programming.Programmer | None = None
 
     def _updater(self) -> providers.ProviderTreeUpdater:
         opts = CONF.cyborg_nova
@@ -70,6 +102,89 @@ class AcceleratorProviderMixin:
             # providers instances may be using.
             LOG.exception('cyborg-nova: accelerator providers of %s not '
                           'updated this cycle', nodename)
+
+    # -- program on spawn ----------------------------------------------------
+
+    def _programmer(self) -> programming.Programmer:
+        if self._accelerator_programmer is None:
+            self._updater()
+            client = ReportClientAdapter(report.report_client_singleton())
+            self._accelerator_programmer = programming.Programmer(
+                CONF, self._accelerator_store, client,
+                lambda: self._updater().discoverer.drivers,
+                CONF.cyborg_nova.sysfs_root)
+            # Jobs a killed nova-compute left behind (the agent would
+            # finish them too; whoever comes first holds the job's lock).
+            for job in self._accelerator_programmer.recover():
+                LOG.warning('cyborg-nova: finished the interrupted '
+                            'programming job %s of %s: %s', job.id,
+                            job.address, job.status)
+        return self._accelerator_programmer
+
+    def _program_for_instance(self, instance, allocations) -> None:
+        """Load the flavor's ``cyborg_nova:bitstream`` into its FPGAs.
+
+        The instance's allocation of each FPGA is the lock: nobody else
+        can be placed on it, so programming only excludes other
+        consumers. FPGAs that already have the function are left alone.
+
+        :raises nova.exception.ComputeResourcesUnavailable: the bitstream
+            is unknown or does not fit, the instance holds no FPGA here,
+            or programming failed (the device stays fenced as failed);
+            Nova reschedules the build.
+        """
+        name = (instance.flavor.extra_specs or {}).get(
+            extra_specs.BITSTREAM)
+        if not name:
+            return
+        nodename = instance.node
+        programmer = self._programmer()
+
+        def unavailable(reason):
+            LOG.error('cyborg-nova: instance %s: %s', instance.uuid, reason)
+            return exception.ComputeResourcesUnavailable(reason=reason)
+        try:
+            header = bitstreams.load(programmer.bitstream_dir,
+                                     programmer.library_file(name))[1]
+        except (programming.Refused, bitstreams.BadName,
+                bitstreams.NotFound, bitstreams.InvalidBitstream) as exc:
+            raise unavailable('bitstream %s of the flavor: %s' % (name, exc))
+        ours = {providers.provider_uuid(nodename, a.address): a
+                for a in self._updater().discoverer.discover().accelerators
+                if a.fpga_regions}
+        held = [ours[rp] for rp, alloc in sorted((allocations or {}).items())
+                if rp in ours and alloc.get('resources', {}).get(
+                    ours[rp].resource_class)]
+        if not held:
+            raise unavailable('the flavor asks for bitstream %s but the '
+                              'instance holds no FPGA on %s'
+                              % (name, nodename))
+        for acc in held:
+            if any(r.function_id == header.function_id
+                   for r in acc.fpga_regions
+                   if r.interface_id == header.interface_id):
+                LOG.info('cyborg-nova: instance %s: %s already has '
+                         'bitstream %s loaded', instance.uuid, acc.address,
+                         name)
+                continue
+            try:
+                job = programmer.program(nodename, acc.address, name,
+                                         consumer=instance.uuid)
+            except programming.Refused as exc:
+                raise unavailable('cannot program %s with %s: %s'
+                                  % (acc.address, name, exc))
+            if job.status != programming.SUCCEEDED:
+                raise unavailable('programming %s with %s failed (job %s):'
+                                  ' %s' % (acc.address, name, job.id,
+                                           job.error))
+            LOG.info('cyborg-nova: instance %s: programmed %s with %s '
+                     '(job %s)', instance.uuid, acc.address, name, job.id)
+
+    def spawn(self, context, instance, image_meta, injected_files,
+              admin_password, allocations, *args, **kwargs):
+        self._program_for_instance(instance, allocations)
+        return super().spawn(context, instance, image_meta, injected_files,
+                             admin_password, allocations, *args, **kwargs)
 
 
 def _placement_allocations(rp_uuid: str) -> dict | None:

@@ -99,17 +99,29 @@ class ConductorClient(rest_client.RestClient):
         body = json.loads(body)
         return rest_client.ResponseBody(resp, body)
 
-    def create_program(self, **kwargs):
-        """``POST /programs``: load an image into an unallocated FPGA.
+    def create_program(self, host, device, bitstream, region=None):
+        """``POST /programs``: load a bitstream into an unallocated FPGA.
 
-        The conductor-lite's reprogramming API (planned): it programs
-        only after Placement shows the device unallocated, and refuses
-        (409) otherwise.
+        The conductor-lite passes the job to the agent of ``host``, which
+        fences the device's provider, proves it unallocated (or refuses:
+        409, naming the instances), programs, verifies, swaps the
+        function trait and unfences.
 
-        :param kwargs: the request body, such as ``accelerator`` (the
-            FPGA's provider uuid) and ``image``.
+        :param host: the agent's host (the compute's Nova nodename).
+        :param device: PCI address, provider uuid or provider name.
+        :param bitstream: a library entry or file name under the host's
+            ``[cyborg_nova] bitstream_dir``.
         """
-        resp, body = self.post('programs', json.dumps(kwargs))
-        self.expected_success([201, 202], resp.status)
-        body = json.loads(body) if body else {}
+        body = {'host': host, 'device': device, 'bitstream': bitstream}
+        if region:
+            body['region'] = region
+        resp, body = self.post('programs', json.dumps(body))
+        self.expected_success([202], resp.status)
+        body = json.loads(body)
         return rest_client.ResponseBody(resp, body)
+
+    def show_program(self, program_id):
+        """``GET /programs/{id}``: a programming job and its journal."""
+        resp, body = self.get('programs/%s' % program_id)
+        self.expected_success(200, resp.status)
+        return rest_client.ResponseBody(resp, json.loads(body))

@@ -76,8 +76,10 @@ class FpgaReprogramTest(base.ConductorMixin,
             self.skipTest('no free FPGA that does not already run '
                           '[accelerators] fpga_image')
         rp = free[0]
-        self.conductor.create_program(accelerator=rp['uuid'],
-                                      image=CONF.accelerators.fpga_image)
+        host = rp['name'].split(acc.NAME_INFIX)[0]
+        program = self.conductor.create_program(
+            host, rp['uuid'], CONF.accelerators.fpga_image)['program']
+        self.assertEqual(host, program['host'])
         self.wait_for_function(rp['uuid'], image_trait)
         after = self.provider_details(rp)
         others = {t for t in rp['traits']
@@ -98,9 +100,9 @@ class FpgaReprogramTest(base.ConductorMixin,
         rp_uuid = sorted(u for u, rp in held.items()
                          if 'FPGA' in rp['inventories'])[0]
         before = self.function_traits(rp_uuid)
+        host = held[rp_uuid]['name'].split(acc.NAME_INFIX)[0]
         self.assertRaises(lib_exc.Conflict, self.conductor.create_program,
-                          accelerator=rp_uuid,
-                          image=CONF.accelerators.fpga_image)
+                          host, rp_uuid, CONF.accelerators.fpga_image)
         self.assertEqual(before, self.function_traits(rp_uuid))
         server = self.servers_client.show_server(server['id'])['server']
         self.assertEqual('ACTIVE', server['status'])

@@ -1,0 +1,361 @@
+"""Fuzzing discovery with broken sysfs trees (hypothesis).
+
+Each example copies a realistic tree (one of the shipped host profiles),
+breaks a few of its entries the way hypothesis chooses (garbage or empty
+contents, huge and negative numbers, undecodable bytes, deleted files,
+broken, looping and misdirected symlinks, a directory where a file was,
+a file where a directory or link was) and runs a whole discovery cycle
+with every driver that reads sysfs, then a partial one (what a udev event
+triggers).
+
+No crash means: discovery returns (or raises only ``NoSysfs``, when the
+PCI bus itself is gone), no driver fails with an internal error, no
+health check raises, nothing is logged with a traceback, and every
+accelerator reported is one Placement would accept: a valid resource
+class and trait names, a sane inventory, a JSON-serialisable record.
+"""
+
+import json
+import logging
+import os
+import random
+import re
+import shutil
+import sys
+
+from hypothesis import given
+from hypothesis import strategies as st
+from oslo_config import cfg
+import pytest
+
+from cyborg_drivers import discovery
+from cyborg_drivers.fake import hosttree
+from cyborg_drivers import loader
+from cyborg_drivers import sysfs
+from cyborg_nova import providers
+from cyborg_nova import state
+from tests import fuzzing
+
+#: Placement's own limits on names (its JSON schemas).
+PLACEMENT_NAME = re.compile(r'^[A-Z0-9_]{1,255}$')
+STANDARD_RC = {'PGPU', 'VGPU', 'FPGA', 'PCI_DEVICE', 'SRIOV_NET_VF'}
+
+# Every driver that reads the tree under test. ``fake`` is left out: it
+# reads a profile and builds a tree of its own.
+DRIVERS = ['intel_fpga', 'intel_qat', 'nvidia_gpu', 'xilinx_fpga',
+           'nic_sriov', 'generic']
+DRIVER_CONF = {
+    'cyborg_nic_sriov': {
+        'physical_device_mappings': ['physnet1:ens1f0', 'physnet2:ens2f0',
+                                     'physnet3:enp94s0f0'],
+        'function_device_mappings': ['ipsec:ens1f0']},
+    'cyborg_generic': {
+        'device_spec': ['{"class": "1200", "resource_class": '
+                        '"CUSTOM_PROCESSING"}',
+                        '{"vendor_id": "1af4", "units": "device"}']},
+}
+
+INTERESTING = [
+    b'', b'\n', b' ', b'0x', b'0x\n', b'-1\n', b'-0\n', b'+5\n', b'1e9\n',
+    b'nan\n', b'0xffffffffffffffffffffffffffffffff\n',
+    b'99999999999999999999999999\n', b'4294967296\n', b'65536\n',
+    b'\x00', b'\x00\x00\x00\x00', b'\xff\xfe\xfd', b'\xc3\x28\n',
+    b'0x10de\n', b'0x8086\n', b'0x120000\n', b'0x030200\n',
+    b'PCI_ID=10DE:ZZZZ\n', b'PCI_ID=\n', b'PCI_CLASS=-1\n',
+    b'PCI_SLOT_NAME=../../..\n', b'DRIVER=\n', b'DRIVER=../x\n',
+    b'DRIVER=nvidia\nPCI_CLASS=30200\nPCI_ID=10DE:1EB8\n'
+    b'PCI_SUBSYS_ID=10DE:12A2\nPCI_SLOT_NAME=0000:ff:1f.7\n',
+    b'0000:3b:00.0\n', b'0000:zz:00.0\n', b'../../../etc/passwd\n',
+    b'a' * 5000, b'0-3,5,7-\n', b'4-2\n', b'ffffffff,ffffffff\n',
+    b'd8424dc4a4a3c413f89e433683f9040b\n', b'not-a-uuid\n',
+    b'CUSTOM_\n', b'lower_case name\n', 'ünïcödé\n'.encode(),
+]
+
+UEVENT_KEYS = ['DRIVER', 'PCI_CLASS', 'PCI_ID', 'PCI_SUBSYS_ID',
+               'PCI_SLOT_NAME', 'MODALIAS', 'MAJOR']
+ALPHABET = b'0123456789abcdefxX:.-+ \n=,/_ABCDEFZ\x00\xff'
+
+
+def near(original, rnd):
+    """``original`` with a few bytes flipped, inserted or deleted."""
+    data = bytearray(original)
+    for _ in range(rnd.randint(1, 4)):
+        where = rnd.randint(0, len(data))
+        what = rnd.choice(['flip', 'insert', 'delete', 'cut'])
+        if what == 'flip' and data and where < len(data):
+            data[where] = rnd.choice(ALPHABET)
+        elif what == 'insert':
+            data[where:where] = bytes([rnd.choice(ALPHABET)])
+        elif what == 'delete' and where < len(data):
+            del data[where]
+        elif what == 'cut':
+            del data[where:]
+    return bytes(data)
+
+
+def garbage(original, rnd):
+    """A bad value for an attribute whose good value was ``original``."""
+    kind = rnd.choice(['interesting', 'near', 'near', 'near', 'int',
+                       'bytes', 'text', 'uevent'])
+    if kind == 'interesting':
+        return rnd.choice(INTERESTING)
+    if kind == 'near':
+        return near(original, rnd)
+    if kind == 'int':
+        number = rnd.choice([rnd.randint(-2 ** 70, 2 ** 70),
+                             rnd.randint(-300, 300)])
+        return (rnd.choice(['%d\n', '0x%x\n', '%x\n']) % number).encode()
+    if kind == 'bytes':
+        return bytes(rnd.getrandbits(8)
+                     for _ in range(rnd.randint(0, 64)))
+    if kind == 'text':
+        return bytes(rnd.choice(ALPHABET)
+                     for _ in range(rnd.randint(0, 40)))
+    return b''.join(
+        b'%s=%s\n' % (rnd.choice(UEVENT_KEYS).encode(),
+                      near(original[:20], rnd))
+        for _ in range(rnd.randint(0, 6)))
+
+
+MUTATIONS = ['garbage'] * 8 + [
+    'empty', 'delete', 'broken_link', 'self_link', 'parent_link',
+    'root_link', 'other_link', 'dir']
+
+
+ADDRESS = re.compile(r'(^|/)[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]/')
+
+
+# Paths opened or listed while a recording is on (an audit hook cannot be
+# removed, so it only records when asked).
+_RECORDING = []
+
+
+def _audit(event, args):
+    if _RECORDING and event in ('open', 'os.listdir', 'os.scandir') \
+            and args and isinstance(args[0], str):
+        _RECORDING[-1].add(args[0])
+
+
+sys.addaudithook(_audit)
+
+
+def _read_by_discovery(root, drivers):
+    """The entries a clean discovery of ``root`` reads (relative)."""
+    _RECORDING.append(set())
+    try:
+        discovery.Discoverer(drivers, root).discover()
+    finally:
+        seen = _RECORDING.pop()
+    found = set()
+    real_root = os.path.realpath(root)
+    for path in seen:
+        # Through bus/pci/devices/<address>: the entry is where it leads.
+        for where in (path, os.path.realpath(path)):
+            rel = os.path.relpath(where, real_root if where != path
+                                  else root)
+            if not rel.startswith('..'):
+                found.add(rel)
+    return found
+
+
+@pytest.fixture(scope='module')
+def pristine(tmp_path_factory, drivers):
+    """Each shipped profile's tree, built once, with its entries.
+
+    The entries are the tree's files, directories and links (relative
+    paths), in three lists the fuzzer draws from: those a clean discovery
+    reads (opened, listed) or follows (the links of a PCI function),
+    those inside a PCI function's directory, and all of them.
+    """
+    top = tmp_path_factory.mktemp('pristine')
+    trees = {}
+    for name in hosttree.PROFILE_NAMES:
+        root = str(top / name / 'sys')
+        hosttree.build_tree(hosttree.profile_path(name), root)
+        entries = []
+        for directory, dirs, files in os.walk(root):
+            for entry in sorted(dirs + files):
+                entries.append(os.path.relpath(
+                    os.path.join(directory, entry), root))
+        entries.sort()
+        inside = [e for e in entries if ADDRESS.search(e)]
+        read = _read_by_discovery(root, drivers)
+        hot = sorted({e for e in inside
+                      if e in read or os.path.islink(os.path.join(root, e))}
+                     | {e for e in read if e in entries})
+        trees[name] = (root, hot, inside, entries)
+    return trees
+
+
+@pytest.fixture(scope='module')
+def drivers():
+    conf = cfg.ConfigOpts()
+    conf([])
+    classes = [loader.installed()[name] for name in DRIVERS]
+    loader.register_opts(conf, classes)
+    for group, options in DRIVER_CONF.items():
+        for option, value in options.items():
+            conf.set_override(option, value, group)
+    return loader.load(conf, DRIVERS)
+
+
+class Crashes(logging.Handler):
+    """Every record logged with a traceback."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.records = []
+
+    def emit(self, record):
+        if record.exc_info:
+            self.records.append(self.format(record))
+
+
+def _remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
+class Breaker:
+    """Breaks entries of a tree in place, and puts them back.
+
+    The original entry is renamed aside (cheap, whatever its size) and
+    renamed back by :meth:`restore`, in reverse order, so the module's
+    pristine trees are reused by every example.
+    """
+
+    def __init__(self, root, attic):
+        self.root = root
+        self.attic = attic
+        self.moved = []
+
+    def mutate(self, relpath, kind, rnd, other):
+        """Break one entry; False if it is already gone."""
+        path = os.path.join(self.root, relpath)
+        if not os.path.lexists(path):
+            return False
+        original = b''
+        if os.path.isfile(path) and not os.path.islink(path):
+            with open(path, 'rb') as f:
+                original = f.read(4096)
+        aside = os.path.join(self.attic, str(len(self.moved)))
+        os.rename(path, aside)
+        self.moved.append((path, aside))
+        if kind == 'garbage' or kind == 'empty':
+            with open(path, 'wb') as f:
+                f.write(garbage(original, rnd) if kind == 'garbage'
+                        else b'')
+        elif kind == 'broken_link':
+            os.symlink('../no/such/device', path)
+        elif kind == 'self_link':
+            os.symlink(os.path.basename(path), path)
+        elif kind == 'parent_link':
+            os.symlink('..', path)
+        elif kind == 'root_link':
+            os.symlink(os.path.relpath(self.root, os.path.dirname(path)),
+                       path)
+        elif kind == 'other_link':
+            os.symlink(os.path.relpath(os.path.join(self.root, other),
+                                       os.path.dirname(path)), path)
+        elif kind == 'dir':
+            os.mkdir(path)
+        return True
+
+    def restore(self):
+        for path, aside in reversed(self.moved):
+            if os.path.lexists(path):
+                _remove(path)
+            os.rename(aside, path)
+        self.moved = []
+
+
+def check_accelerator(acc):
+    """What Placement and the APIs need of a reported accelerator."""
+    assert PLACEMENT_NAME.match(acc.resource_class), acc.resource_class
+    assert acc.resource_class in STANDARD_RC or \
+        acc.resource_class.startswith('CUSTOM_'), acc.resource_class
+    for trait in acc.traits:
+        assert PLACEMENT_NAME.match(trait), trait
+    assert isinstance(acc.total, int) and 0 <= acc.total < 2 ** 31, acc
+    for current in state.STATES:
+        inventory = providers.inventory(acc, current)
+        for record in inventory.values():
+            assert 0 <= record['reserved'] <= record['total']
+    json.dumps(acc.to_dict())
+    json.dumps(acc.to_hardware('cn1'))
+
+
+# hypothesis runs examples sequentially inside one test call, so these
+# counters add up over the whole run.
+TRIED = {'examples': 0, 'mutations': 0, 'no_bus': 0, 'reported': 0,
+         'left_out': 0}
+
+
+@fuzzing.settings(300)
+@given(data=st.data())
+def test_discovery_survives_broken_trees(pristine, drivers, tmp_path,
+                                         data):
+    profile = data.draw(st.sampled_from(sorted(pristine)), label='profile')
+    root, hot, inside, everything = pristine[profile]
+    devices = os.path.join(root, 'bus', 'pci', 'devices')
+    before = sorted(os.listdir(devices))
+    TRIED['examples'] += 1
+    attic = str(tmp_path / ('attic%d' % TRIED['examples']))
+    os.mkdir(attic)
+    breaker = Breaker(root, attic)
+    # hypothesis picks the seed; the breakage is random from there, which
+    # covers far more values than hypothesis' own (shrinking) choices.
+    rnd = random.Random(data.draw(st.integers(0, 2 ** 64), label='seed'))
+    lists = [hot] * 4 + [inside, everything]
+    try:
+        for _ in range(rnd.randint(1, 8)):
+            relpath = rnd.choice(rnd.choice(lists))
+            kind = rnd.choice(MUTATIONS)
+            TRIED['mutations'] += breaker.mutate(
+                relpath, kind, rnd, rnd.choice(everything))
+
+        crashes = Crashes()
+        logging.getLogger().addHandler(crashes)
+        try:
+            try:
+                result = discovery.Discoverer(drivers, root).discover()
+            except sysfs.NoSysfs:
+                TRIED['no_bus'] += 1
+                assert not os.path.isdir(devices)
+                return
+            # A udev event re-reads one function and its card.
+            names = sorted(os.listdir(devices))
+            only = rnd.sample(names, min(len(names), rnd.randint(1, 3)))
+            partial = discovery.Discoverer(drivers, root).discover(only=only)
+        finally:
+            logging.getLogger().removeHandler(crashes)
+        assert not crashes.records, crashes.records
+        for outcome in (result, partial):
+            internal = {d: e for d, e in outcome.driver_errors.items()
+                        if e.startswith('internal error')}
+            assert not internal, internal
+            for acc in outcome.accelerators:
+                assert not any(p.startswith('health cannot be read')
+                               for p in acc.problems), acc.problems
+                check_accelerator(acc)
+        TRIED['reported'] += len(result.accelerators)
+        TRIED['left_out'] += len(result.problems)
+    finally:
+        breaker.restore()
+        os.rmdir(attic)
+    # Put back whole, for the next example.
+    assert sorted(os.listdir(devices)) == before
+
+
+def test_report_sysfs_counts():
+    """Prints what the fuzzer above tried (runs after it)."""
+    if not TRIED['examples']:
+        pytest.skip('the sysfs fuzzer did not run in this session')
+    fuzzing.report('sysfs discovery', TRIED['examples'],
+                   entries_broken=TRIED['mutations'],
+                   accelerators_reported=TRIED['reported'],
+                   functions_left_out=TRIED['left_out'],
+                   bus_gone=TRIED['no_bus'])
+    assert TRIED['examples'] >= min(fuzzing.examples(300), 200)

@@ -31,7 +31,8 @@ def is_pci_address(value: str) -> bool:
     The domain has four to eight hex digits (``10000:01:00.0`` is a device
     behind an Intel VMD controller).
     """
-    return bool(PCI_ADDRESS_RE.match(value))
+    # fullmatch: with match, "$" also matches before a final newline.
+    return bool(PCI_ADDRESS_RE.fullmatch(value))
 
 
 def device_uuid(nodename: str, address: str) -> str:

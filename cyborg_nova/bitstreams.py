@@ -261,7 +261,8 @@ def check_name(name: object) -> str:
     if '..' in name.split('/'):
         raise BadName('bitstream %r goes up with ".."; give its name '
                       'under the bitstream directory' % name[:200])
-    if not _NAME_RE.match(name):
+    # fullmatch: with match, "$" also matches before a final newline.
+    if not _NAME_RE.fullmatch(name):
         raise BadName('bitstream %r is not a plain file name or relative '
                       'path (letters, digits, "._+-", segments joined by '
                       '"/", none starting with ".")' % name[:200])

@@ -150,6 +150,11 @@ def describe_tree(tree: list) -> str:
                      for shape, n in sorted(shapes.items()))
 
 
+def _entries(counter) -> str:
+    return ', '.join('%d x `%s`' % (n, entry)
+                     for entry, n in sorted(counter.items())) or 'none'
+
+
 def report(hosts: list, args, elapsed: float) -> str:
     estimates, fits = cyborg_estimates(hosts)
     lines = [
@@ -212,6 +217,15 @@ def report(hosts: list, args, elapsed: float) -> str:
             describe_tree(host.trees[CYBORG_NOVA]),
             len(host.trees[NOVA_PCI]), describe_tree(host.trees[NOVA_PCI]),
             'yes' if same else '**no**', host.spec_entries))
+    for host in hosts:
+        ours = collections.Counter(host.trees[CYBORG_NOVA])
+        nova = collections.Counter(host.trees[NOVA_PCI])
+        if ours != nova:
+            lines += ['', 'Where the trees of %s differ, as (class, total, '
+                      'reserved, custom traits) of a child: only cyborg-nova '
+                      '%s; only nova-pci %s.' % (
+                          host.name, _entries(ours - nova),
+                          _entries(nova - ours))]
     lines += [
         '',
         'Nova\'s PCI-in-placement gives each PF one provider and counts its '

@@ -8,6 +8,9 @@ import signal
 import subprocess
 import sys
 import threading
+import time
+
+import requests
 
 from tests.functional.agent import base as agent_base
 from tests.functional.programming import base
@@ -144,3 +147,84 @@ class Hooked:
         def call(url, **kwargs):
             return self.request(url, name.upper(), **kwargs)
         return call
+
+
+class TraitWriter:
+    """Another writer (an operator's script) changing providers' traits.
+
+    A thread that, until stopped, sets on each provider in turn one
+    ``CUSTOM_OPERATOR_<n>`` trait in place of the one it set before,
+    keeping every other trait: a read-modify-write guarded by the
+    provider's generation, retried on conflicts, as a well-behaved
+    client of Placement does. Each write bumps the provider's
+    generation under whoever else is writing it. ``last`` is the trait
+    it last set on each provider; a lost update would remove it.
+    """
+
+    def __init__(self, endpoint: str, uuids: list[str],
+                 pause: float = 0.0) -> None:
+        self.endpoint = endpoint
+        self.uuids = list(uuids)
+        self.pause = pause
+        self.http = requests.Session()
+        self.http.headers.update({'X-Auth-Token': 'admin',
+                                  'OpenStack-API-Version':
+                                  'placement 1.39'})
+        self.last: dict[str, str] = {}
+        self.writes = 0
+        self.conflicts = 0
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> 'TraitWriter':
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        assert not self._thread.is_alive()
+        assert not self.errors, self.errors
+
+    def _run(self) -> None:
+        n = 0
+        while not self._stop.is_set():
+            uuid = self.uuids[n % len(self.uuids)]
+            n += 1
+            trait = 'CUSTOM_OPERATOR_%d' % n
+            self.http.put(self.endpoint + '/traits/' + trait, timeout=30)
+            url = self.endpoint + '/resource_providers/%s/traits' % uuid
+            for _ in range(100):
+                body = self.http.get(url, timeout=30).json()
+                traits = [t for t in body['traits']
+                          if not t.startswith('CUSTOM_OPERATOR_')]
+                resp = self.http.put(url, timeout=30, json={
+                    'traits': traits + [trait],
+                    'resource_provider_generation': body[
+                        'resource_provider_generation']})
+                if resp.status_code == 200:
+                    self.last[uuid] = trait
+                    self.writes += 1
+                    break
+                if resp.status_code != 409:
+                    self.errors.append(resp.text)
+                    return
+                self.conflicts += 1
+            else:
+                self.errors.append('100 conflicts in a row on %s' % uuid)
+                return
+            self._stop.wait(self.pause)
+
+    def wait_writes(self, count: int, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while self.writes < count and not self.errors:
+            assert time.monotonic() < deadline, (self.writes, count)
+            time.sleep(0.05)
+
+
+def without_operator_traits(tree: dict) -> dict:
+    """A :func:`snapshot` without the traits of :class:`TraitWriter`."""
+    return {name: dict(rp, traits=[t for t in rp['traits']
+                                   if not t.startswith('CUSTOM_OPERATOR_')])
+            for name, rp in tree.items()}

@@ -2,6 +2,7 @@
 
 import pytest
 
+from tests.functional.libvirt import conftest as libvirt_conftest
 # The libvirt tests' real libvirtd and instances, for attach tests.
 from tests.functional.libvirt.conftest import domains  # noqa: F401
 from tests.functional.libvirt.conftest import libvirtd  # noqa: F401
@@ -36,3 +37,14 @@ def host(live_placement, tmp_path):
     host = base.Host(str(tmp_path), live_placement.endpoint)
     host.report()
     return host
+
+
+@pytest.fixture(scope='module')
+def qat_host(placement, tmp_path_factory):
+    """crypto-nic-host (intel_qat), reported to the module's Placement.
+
+    The libvirt tests' host: one per Placement (its nodename is fixed).
+    """
+    placement.ensure_running()
+    return libvirt_conftest.Host(tmp_path_factory.mktemp('qat-host'),
+                                 placement)

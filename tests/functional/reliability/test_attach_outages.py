@@ -21,14 +21,6 @@ PF = '0000:70:00.0'
 RC = 'CUSTOM_QAT'
 
 
-@pytest.fixture(scope='module')
-def qat_host(placement, tmp_path_factory):
-    """crypto-nic-host (intel_qat), reported to the module's Placement."""
-    placement.ensure_running()
-    return libvirt_conftest.Host(tmp_path_factory.mktemp('qat-host'),
-                                 placement)
-
-
 def _run(qat_host, placement, operation, server, when, method, fragment,
          **kwargs):
     """``operation``, Placement killed ``when`` METHOD url, then back.

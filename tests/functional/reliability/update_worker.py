@@ -61,8 +61,11 @@ def main(argv=None) -> int:
                       group='cyborg_nova')
     sess = session.Session(auth=token_endpoint.Token(args.placement,
                                                      'admin'), timeout=10)
+    # raise_exc=False as the openstacksdk adapter nova-compute gives its
+    # report client: it handles 409s (clearing its cache) itself.
     client = report.SchedulerReportClient(adapter=adapter.Adapter(
-        sess, service_type='placement', default_microversion='1.39'))
+        sess, service_type='placement', default_microversion='1.39',
+        raise_exc=False))
     ctx = context.get_admin_context()
     store = state.StateStore(args.state_path)
     root_uuid = str(uuid.uuid5(ROOT_NAMESPACE, args.nodename))

@@ -14,6 +14,7 @@ read the captured output of a failure).
 """
 
 import os
+import sys
 
 import hypothesis
 
@@ -55,3 +56,48 @@ def report(target: str, tried: int, **details) -> str:
     line = 'fuzz %s: %d inputs tried, no crash%s' % (target, tried, extra)
     print('\n' + line)
     return line
+
+
+# -- what a call wrote ---------------------------------------------------
+
+_WRITE_FLAGS = (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC
+                | os.O_APPEND)
+_CHANGES = {'os.rename', 'os.remove', 'os.rmdir', 'os.mkdir', 'os.symlink',
+            'os.link', 'os.chmod', 'os.chown', 'os.truncate', 'os.utime',
+            'shutil.rmtree', 'shutil.move', 'subprocess.Popen', 'os.exec',
+            'os.posix_spawn', 'os.spawn', 'os.system', 'os.fork'}
+_recorders: list = []
+
+
+def _audit(event, args):
+    if not _recorders:
+        return
+    if event == 'open':
+        path, mode, flags = (tuple(args) + (None, None))[:3]
+        writes = (isinstance(mode, str) and any(c in mode for c in 'wax+')
+                  ) or (isinstance(flags, int) and flags & _WRITE_FLAGS)
+        if writes:
+            _recorders[-1].append((event, path))
+    elif event in _CHANGES:
+        _recorders[-1].append((event, args[0] if args else None))
+
+
+sys.addaudithook(_audit)
+
+
+class Changes:
+    """What calls inside ``with Changes() as changes:`` changed.
+
+    Every file written, changed or created and every process started, in
+    ``changes.events``: from Python's audit events, so independent of the
+    code under test.
+    """
+
+    def __enter__(self):
+        self.events = []
+        _recorders.append(self.events)
+        return self
+
+    def __exit__(self, *exc):
+        _recorders.remove(self.events)
+        return False

@@ -379,8 +379,9 @@ def library(directory: str) -> dict[str, Entry]:
                               % (path, MANIFEST_MAX))
     try:
         body = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidManifest('%s is not JSON: %s' % (path, exc))
+    except (ValueError, RecursionError) as exc:
+        # RecursionError: nested deeper than the parser goes.
+        raise InvalidManifest('%s is not JSON: %s' % (path, str(exc)[:200]))
     entries = body.get('bitstreams') if isinstance(body, dict) else None
     if not isinstance(entries, dict):
         raise InvalidManifest('%s has no "bitstreams" object' % path)

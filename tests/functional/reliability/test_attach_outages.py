@@ -9,6 +9,10 @@ command (or a detach) brings everything to where an undisturbed run
 ends.
 """
 
+import threading
+import time
+
+from keystoneauth1 import adapter
 import pytest
 
 from cyborg_nova import assignments
@@ -150,3 +154,43 @@ def test_detach_through_an_outage(qat_host, live_placement, domains, when,
         libvirt_conftest.without_generations(booted))
     assert _units(qat_host, domain.server) == {}
     assert '<hostdev' not in domain.xml(inactive=True)
+
+
+def test_attach_rides_out_a_restart_with_connect_retries(qat_host,
+                                                         live_placement,
+                                                         domains):
+    """With ``[placement] connect_retries`` set, an attach waits it out.
+
+    keystoneauth retries a refused connection that many times, with
+    exponential backoff (0.5 s, 1 s, 2 s...): a Placement restarting
+    (back ~2 s later) only delays the attach.
+    """
+    domain = domains(running=False)
+    booted = qat_host.boot(domain.server)
+    rp = qat_host.provider(PF)
+    client = common.Hooked(adapter.Adapter(
+        qat_host.client.session, service_type='placement',
+        connect_retries=4))
+
+    def restart():
+        live_placement.kill()
+        threading.Thread(target=live_placement.start).start()
+    client.on('before', 'PUT', '/allocations/', restart)
+    guest = attach.open_guest(libvirtd_fixture.URI, domain.server)
+    started = time.monotonic()
+    try:
+        result = attach.attach(client, qat_host.store, qat_host.nodename,
+                               guest, qat_host.accelerators[PF], count=2)
+        # Bounded: 0.5 + 1 + 2 + 4 s of backoff at most, and requests.
+        assert time.monotonic() - started < 30
+        assert not client.pending()
+        assert qat_host.allocations(domain.server)['allocations'][rp][
+            'resources'] == {RC: 2}
+        assert _units(qat_host, domain.server) == {rp: list(result.units)}
+        attach.detach(client, qat_host.store, qat_host.nodename, guest,
+                      qat_host.accelerators[PF], timeout=5)
+    finally:
+        guest.close()
+    assert libvirt_conftest.without_generations(
+        qat_host.allocations(domain.server)) == (
+        libvirt_conftest.without_generations(booted))

@@ -25,13 +25,22 @@ TRAIT_QAT = 'CUSTOM_QAT'
 TRAIT_VF = 'CUSTOM_VF'
 
 
+#: Placement's longest resource class or trait name.
+NAME_MAX = 255
+
+
 def custom(*parts: str) -> str:
     """``CUSTOM_`` + the parts joined by ``_``, normalised for Placement.
+
+    Cut to :data:`NAME_MAX` characters: parts read from sysfs could make
+    a longer name, which Placement would refuse, failing the whole
+    host's update.
 
     >>> custom('FPGA', 'REGION', 'INTEL', 'ab-cd')
     'CUSTOM_FPGA_REGION_INTEL_AB_CD'
     """
-    return os_traits.normalize_name('_'.join(p for p in parts if p))
+    return os_traits.normalize_name(
+        '_'.join(p for p in parts if p))[:NAME_MAX]
 
 
 def custom_resource_class(name: str) -> str:
@@ -42,14 +51,14 @@ def custom_resource_class(name: str) -> str:
     """
     if name in orc.STANDARDS or name.startswith(orc.CUSTOM_NAMESPACE):
         return name
-    return orc.normalize_name(name)
+    return orc.normalize_name(name)[:NAME_MAX]
 
 
 def custom_trait(name: str) -> str:
     """A trait name as Placement accepts it (see custom_resource_class)."""
     if os_traits.is_custom(name) or name in os_traits.get_traits():
         return name
-    return os_traits.normalize_name(name)
+    return os_traits.normalize_name(name)[:NAME_MAX]
 
 
 def hex_id(value: str | None) -> str:

@@ -25,6 +25,9 @@ from cyborg_drivers import device as device_model
 
 LOG = logging.getLogger(__name__)
 
+#: The most VFs a PF can have (``sriov_totalvfs`` is a u16).
+MAX_VFS = 0xffff
+
 # (root, address, reason) already logged; discovery runs every minute and
 # a broken device should not fill the log.
 _logged: set[tuple[str, str, str]] = set()
@@ -326,9 +329,13 @@ class PciSnapshot:
         """
         def compute():
             total = self.int_attr(address, 'sriov_totalvfs')
-            if total is None:
+            # The kernel's counts are 16-bit and never more VFs enabled
+            # than the total: other values are a broken tree, and a huge
+            # count must not make the loop below run for ever.
+            if total is None or not 0 <= total <= MAX_VFS:
                 return None
             num = self.int_attr(address, 'sriov_numvfs') or 0
+            num = min(max(num, 0), total)
             offset = self.int_attr(address, 'sriov_offset')
             stride = self.int_attr(address, 'sriov_stride')
             if num <= 0:

@@ -137,6 +137,10 @@ def _is_gpu(function: sysfs.PciFunction) -> bool:
             and function.subclass in GPU_SUBCLASSES)
 
 
+#: More mdevs of one type than one GPU could ever offer.
+MAX_INSTANCES = 0xffff
+
+
 def _mdev_types(snapshot: sysfs.PciSnapshot, address: str
                 ) -> list[device_model.MdevType]:
     types = []
@@ -145,7 +149,10 @@ def _mdev_types(snapshot: sysfs.PciSnapshot, address: str
             return snapshot.attr(address, 'mdev_supported_types', type_id,
                                  name)
         available = attr('available_instances')
-        if available is None or not available.isdigit():
+        # Bounded: a garbage count must not become an inventory Placement
+        # refuses (its totals are 32-bit), failing the whole host's update.
+        if available is None or not available.isdigit() or \
+                int(available) > MAX_INSTANCES:
             snapshot.problem(address, 'mdev type %s without a readable '
                              'available_instances' % type_id)
             continue

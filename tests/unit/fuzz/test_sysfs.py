@@ -21,6 +21,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import sys
 
 from hypothesis import given
@@ -95,8 +96,18 @@ def near(original, rnd):
 
 def garbage(original, rnd):
     """A bad value for an attribute whose good value was ``original``."""
+    try:
+        number = int(original.strip() or b'x', 0)
+    except ValueError:
+        number = None
     kind = rnd.choice(['interesting', 'near', 'near', 'near', 'int',
-                       'bytes', 'text', 'uevent'])
+                       'bytes', 'text', 'uevent']
+                      + ['extreme'] * (4 if number is not None else 0))
+    if kind == 'extreme':
+        # A number where one was: out of its range, huge, negative.
+        return b'%d\n' % rnd.choice([
+            -1, -number, number + 1, number * 1000, 2 ** 15, 2 ** 16,
+            2 ** 31, 2 ** 32, 2 ** 63, 10 ** 20, 10 ** 100])
     if kind == 'interesting':
         return rnd.choice(INTERESTING)
     if kind == 'near':
@@ -287,6 +298,15 @@ def check_accelerator(acc):
     json.dumps(acc.to_hardware('cn1'))
 
 
+#: Seconds two discovery cycles over a broken tree may take at most.
+CYCLE_LIMIT = 60
+
+
+def _too_slow(signum, frame):
+    raise AssertionError('discovery did not finish within %d s'
+                         % CYCLE_LIMIT)
+
+
 # hypothesis runs examples sequentially inside one test call, so these
 # counters add up over the whole run.
 TRIED = {'examples': 0, 'mutations': 0, 'no_bus': 0, 'reported': 0,
@@ -318,6 +338,10 @@ def test_discovery_survives_broken_trees(pristine, drivers, tmp_path,
 
         crashes = Crashes()
         logging.getLogger().addHandler(crashes)
+        # A cycle that does not end is a crash too (nova-compute's
+        # periodic task would hang): SIGALRM fails the example.
+        signal.signal(signal.SIGALRM, _too_slow)
+        signal.alarm(CYCLE_LIMIT)
         try:
             try:
                 result = discovery.Discoverer(drivers, root).discover()
@@ -330,6 +354,7 @@ def test_discovery_survives_broken_trees(pristine, drivers, tmp_path,
             only = rnd.sample(names, min(len(names), rnd.randint(1, 3)))
             partial = discovery.Discoverer(drivers, root).discover(only=only)
         finally:
+            signal.alarm(0)
             logging.getLogger().removeHandler(crashes)
         assert not crashes.records, crashes.records
         for outcome in (result, partial):

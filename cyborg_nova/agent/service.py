@@ -314,8 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     try:
         agent.start()
-    except OSError as exc:
-        # Typically the port is taken.
+    except (OSError, ValueError) as exc:
+        # Typically the port is taken; or an exposure without auth, a
+        # certificate without its key.
         LOG.error('Cannot start: %s', exc)
         agent.stop()
         return 1

@@ -6,6 +6,7 @@ it serves HTTPS itself when a certificate is configured.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import threading
 
@@ -30,14 +31,51 @@ def with_auth(conf: cfg.ConfigOpts, group: str, app):
     return auth_token.AuthProtocol(app, {'oslo_config_config': conf})
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``bind_host`` only takes connections from this host."""
+    if host == 'localhost':
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        # Another host name: it may resolve to anything.
+        return False
+
+
+def check_exposure(opts: cfg.ConfigOpts) -> None:
+    """Refuse to listen beyond loopback without authentication.
+
+    With ``auth_strategy = token`` and neither ``admin_token`` nor
+    ``reader_token`` set, nothing can authenticate: such a service is
+    only ever meant for this host.
+
+    :raises ValueError: ``bind_host`` is not a loopback address and no
+        authentication is configured.
+    """
+    if is_loopback(opts.bind_host) or opts.auth_strategy == 'keystone':
+        return
+    if opts.admin_token or opts.reader_token:
+        return
+    raise ValueError(
+        'refusing to listen on %s, beyond loopback, without '
+        'authentication: set admin_token and/or reader_token (or '
+        'auth_strategy = keystone), or bind_host = 127.0.0.1'
+        % opts.bind_host)
+
+
 class Server:
     """A started server; :meth:`stop` it when done.
 
     ``port`` is the bound port (useful with port 0, which picks a free one).
+
+    :raises ValueError: a bad TLS configuration, or see
+        :func:`check_exposure`.
+    :raises OSError: the address cannot be bound.
     """
 
     def __init__(self, app, opts: cfg.ConfigOpts, default_port: int,
                  name: str) -> None:
+        check_exposure(opts)
         port = opts.bind_port if opts.bind_port is not None else (
             default_port)
         self._server = wsgi.Server((opts.bind_host, port), app,

@@ -10,19 +10,26 @@ codes, content types and bodies as documented, authentication enforced,
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
+import urllib.parse
 
 import pytest
 
 from tests.functional.agent import base
+from tests import fuzzing
 
 SCHEMATHESIS = os.path.join(os.path.dirname(sys.executable), 'schemathesis')
+#: Every operation of the document (GET /openapi.json is the document).
+OPERATIONS = {('POST', '/discovery'), ('GET', '/hardware'),
+              ('POST', '/hello'), ('GET', '/drivers'), ('POST', '/program'),
+              ('GET', '/program/{job}'), ('GET', '/openapi.json')}
+#: Generated per operation at most (CYBORG_NOVA_FUZZ_EXAMPLES for more);
+#: most come from the operations with a body or a path parameter.
+MAX_EXAMPLES = fuzzing.examples(400)
 #: Requests that must have been sent.
-MINIMUM = 1000
-#: Generated per operation at most; most come from POST /hello, the one
-#: operation with a body, so a margin keeps the total above MINIMUM.
-MAX_EXAMPLES = 1200
+MINIMUM = min(1000, 2 * MAX_EXAMPLES)
 
 
 @pytest.fixture
@@ -45,7 +52,8 @@ def test_every_operation_needs_a_token(agent):
     operations = [(method.upper(), path)
                   for path, item in document['paths'].items()
                   for method in item]
-    assert len(operations) == 5
+    assert len(operations) == 7, operations
+    assert ('POST', '/program') in operations
     for method, path in operations:
         resp = agent.call(method, path, token=None)
         assert resp.status_code == 401, (method, path, resp.text)
@@ -77,8 +85,28 @@ def test_schemathesis_finds_no_failure(agent, tmp_path):
     print('\nschemathesis: %d requests, no 5xx; by status: %s'
           % (len(entries),
              {s: statuses.count(s) for s in sorted(set(statuses))}))
+    by_operation = {}
+    for entry in entries:
+        path = urllib.parse.urlsplit(entry['request']['url']).path
+        path = re.sub(r'^/program/.*', '/program/{job}', path)
+        key = '%s %s' % (entry['request']['method'], path)
+        by_operation.setdefault(key, {})
+        status = entry['response']['status']
+        by_operation[key][status] = by_operation[key].get(status, 0) + 1
+    documented = {'%s %s' % op for op in OPERATIONS}
+    for key, counts in sorted(by_operation.items()):
+        if key in documented:
+            print('  %-22s %s' % (key, dict(sorted(counts.items()))))
+    undeclared = [s for key, counts in by_operation.items()
+                  if key not in documented
+                  for s, n in counts.items() for _ in range(n)]
+    print('  undeclared methods     %d requests, statuses %s'
+          % (len(undeclared), sorted(set(undeclared))))
     assert len(entries) >= MINIMUM
     assert not [s for s in statuses if s >= 500]
+    # Every operation was exercised (the document serves itself).
+    assert {tuple(k.split(' ', 1)) for k in by_operation} >= (
+        OPERATIONS - {('GET', '/openapi.json')})
     # The agent is still whole after all that.
     assert agent.call('GET', '/hardware', base.READER).ok
     assert 'Traceback' not in agent.log()

@@ -85,6 +85,10 @@ class FenceResult:
     error: str | None = None
     #: time.monotonic() when Placement confirmed the last write.
     at: float = 0.0
+    #: The provider's generation and inventory records afterwards (None
+    #: when not known): a caller's next write can start from them.
+    generation: int | None = None
+    inventories: dict[str, dict] | None = None
 
 
 class _Retry(Exception):
@@ -111,11 +115,18 @@ class Fencer:
         self.timeout = getattr(session, 'timeout', None) or timeout
 
     def apply(self, address: str, uuid: str, state: str,
-              accelerator: device_model.Accelerator | None) -> FenceResult:
+              accelerator: device_model.Accelerator | None,
+              known: tuple[int, dict[str, dict]] | None = None
+              ) -> FenceResult:
         """Bring provider ``uuid``'s ``reserved`` to what it should be.
 
         Never raises for Placement's answers or its absence: the result
         says what happened (and it is logged).
+
+        :param known: the provider's generation and inventory records as
+            the caller last saw them (its own last write): the first
+            attempt writes from them without reading; a conflict makes
+            the next attempt read.
         """
         error = ''
         for attempt in range(self.attempts):
@@ -125,7 +136,8 @@ class Fencer:
                 time.sleep(self.backoff * 2 ** (attempt - 1)
                            * random.uniform(0.5, 1.5))
             try:
-                return self._attempt(address, uuid, state, accelerator)
+                return self._attempt(address, uuid, state, accelerator,
+                                     known if not attempt else None)
             except _Retry as exc:
                 error = str(exc)
                 LOG.debug('Fencing %s (provider %s), attempt %d: %s',
@@ -148,23 +160,30 @@ class Fencer:
         return resp
 
     def _attempt(self, address: str, uuid: str, state: str,
-                 accelerator: device_model.Accelerator | None
+                 accelerator: device_model.Accelerator | None,
+                 known: tuple[int, dict[str, dict]] | None = None
                  ) -> FenceResult:
         url = '/resource_providers/%s/inventories' % uuid
-        resp = self._request('get', url)
-        if resp.status_code == 404:
-            # Nova has not created it yet, or has removed it: either way
-            # it is Nova's to create, and nothing can land on it.
-            return FenceResult(address, uuid, NO_PROVIDER)
-        if resp.status_code != 200:
-            return self._failed(address, uuid, 'GET', url, resp)
-        body = resp.json()
-        generation = body['resource_provider_generation']
-        inventories = body['inventories']
+        if known is not None:
+            generation, inventories = known
+            inventories = {rc: dict(r) for rc, r in inventories.items()}
+        else:
+            resp = self._request('get', url)
+            if resp.status_code == 404:
+                # Nova has not created it yet, or has removed it: either
+                # way it is Nova's to create, and nothing can land on it.
+                return FenceResult(address, uuid, NO_PROVIDER)
+            if resp.status_code != 200:
+                return self._failed(address, uuid, 'GET', url, resp)
+            body = resp.json()
+            generation = body['resource_provider_generation']
+            inventories = body['inventories']
         changes = plan(inventories, state, accelerator)
         now = {rc: r.get('reserved', 0) for rc, r in inventories.items()}
         if not changes:
-            return FenceResult(address, uuid, UNCHANGED, now)
+            return FenceResult(address, uuid, UNCHANGED, now,
+                               generation=generation,
+                               inventories=inventories)
         for rc, reserved in changes.items():
             record = {k: inventories[rc][k] for k in INVENTORY_FIELDS
                       if k in inventories[rc]}
@@ -177,10 +196,12 @@ class Fencer:
                 return self._failed(address, uuid, 'PUT', url, resp)
             generation = resp.json()['resource_provider_generation']
             now[rc] = reserved
+            inventories[rc] = dict(inventories[rc], reserved=reserved)
             LOG.info('Accelerator %s: %s reserved %d of %d on provider %s '
                      '(%s)', address, rc, reserved, record['total'], uuid,
                      'fenced' if reserved else 'unfenced')
-        return FenceResult(address, uuid, WRITTEN, now, at=time.monotonic())
+        return FenceResult(address, uuid, WRITTEN, now, at=time.monotonic(),
+                           generation=generation, inventories=inventories)
 
     @staticmethod
     def _failed(address: str, uuid: str, method: str, url: str,

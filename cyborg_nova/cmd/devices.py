@@ -1,7 +1,8 @@
-"""``device-list``, ``device-set-state`` and ``service-list``."""
+"""``device-list``, ``device-show``, ``device-set-state``, ``service-list``."""
 
 from cliff import command
 from cliff import lister
+from cliff import show
 
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
@@ -49,6 +50,62 @@ class DeviceList(lister.Lister):
                 providers.provider_uuid(nodename, address)))
         return (('address', 'driver', 'state', 'reason', 'present',
                  'reserved', 'problems', 'provider_uuid'), rows)
+
+
+class DeviceShow(show.ShowOne):
+    """Show one accelerator: state, provider, loaded function, last job.
+
+    "state" and "reason" come from the host's state store; "reserved"
+    says whether nova-compute holds the provider back from scheduling; a
+    device whose programming failed shows state "failed", the job in
+    "reason" and "last_program" (its provider also carries the
+    CUSTOM_FPGA_PROGRAMMING_FAILED trait).
+    """
+
+    def get_parser(self, prog_name):
+        parser = super().get_parser(prog_name)
+        parser.add_argument('address', help='PCI address of the device')
+        hostargs.add_nodename(parser)
+        return parser
+
+    def take_action(self, parsed_args):
+        from cyborg_nova import programming
+
+        conf = self.app.conf
+        store = hostargs.store(conf)
+        nodename, address = parsed_args.nodename, parsed_args.address
+        row = store.devices(nodename).get(address)
+        if row is None:
+            raise lifecycle.LifecycleError(
+                'no device %s on %s; see "cyborg-nova device-list"'
+                % (address, nodename))
+        accelerator = _found(conf, store).get(address)
+        jobs = programming.Journal(store).jobs(nodename, address, 1)
+        last = ('%s %s (%s)%s' % (jobs[0].id, jobs[0].status, jobs[0].step,
+                                  ': %s' % jobs[0].error
+                                  if jobs[0].error else '')
+                if jobs else '')
+        data = {
+            'address': address,
+            'driver': row.driver,
+            'state': row.state,
+            'reason': row.reason or '',
+            'present': accelerator is not None,
+            'reserved': bool(providers.reserved(row.state, accelerator, 1)),
+            'resource_class': accelerator.resource_class
+            if accelerator else '',
+            'traits': columns.ListColumn(accelerator.traits
+                                         if accelerator else []),
+            'functions': columns.ListColumn(
+                ['%s: %s' % (r.name, r.function_id or 'none')
+                 for r in (accelerator.fpga_regions if accelerator else ())]),
+            'problems': columns.ListColumn(accelerator.problems
+                                           if accelerator else []),
+            'provider_uuid': providers.provider_uuid(nodename, address),
+            'provider_name': providers.provider_name(nodename, address),
+            'last_program': last,
+        }
+        return tuple(data), tuple(data.values())
 
 
 class DeviceSetState(command.Command):

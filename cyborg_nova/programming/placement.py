@@ -64,21 +64,39 @@ class PlacementOps:
         body = resp.json()
         return body['allocations'], body['resource_provider_generation']
 
+    def traits(self, uuid: str) -> tuple[int, set[str]] | None:
+        """Provider ``uuid``'s generation and traits (None: no provider).
+
+        :raises ProgrammingError: Placement cannot tell.
+        """
+        url = '/resource_providers/%s/traits' % uuid
+        resp = self._call('get', url)
+        if resp.status_code == 404:
+            return None
+        if resp.status_code != 200:
+            raise self._error(resp, 'GET', url)
+        body = resp.json()
+        return body['resource_provider_generation'], set(body['traits'])
+
     def replace_traits(self, uuid: str, owned: set[str], stale: set[str],
                        add: set[str] = frozenset(),
                        remove: set[str] = frozenset(),
                        unchanged_since: int | None = None,
-                       changed: Callable[[], None] | None = None
-                       ) -> set[str] | None:
-        """Set ``uuid``'s traits, generation-checked; the traits it has.
+                       changed: Callable[[], None] | None = None,
+                       read: tuple[int, set[str]] | None = None
+                       ) -> tuple[set[str], int] | None:
+        """Set ``uuid``'s traits, generation-checked.
 
-        The traits become ``(current - stale - remove) | owned | add``
-        (None is returned when there is no such provider). New custom
-        traits are created first; none is deleted.
+        The traits become ``(current - stale - remove) | owned | add``.
+        New custom traits are created first; none is deleted. Returns the
+        traits the provider has and its generation afterwards (None when
+        there is no such provider).
 
         :param changed: called before the write when the provider's
             generation is not ``unchanged_since`` (an allocation, or
             another writer, has been there since); it may raise.
+        :param read: what :meth:`traits` answered a moment ago: the first
+            attempt writes from it; a conflict makes the next one read.
         :raises ProgrammingError: Placement failed or kept conflicting.
         """
         url = '/resource_providers/%s/traits' % uuid
@@ -87,26 +105,23 @@ class PlacementOps:
             if attempt:
                 time.sleep(self.backoff * 2 ** (attempt - 1)
                            * random.uniform(0.5, 1.5))
-            resp = self._call('get', url)
-            if resp.status_code == 404:
+            found = read if read is not None and not attempt else (
+                self.traits(uuid))
+            if found is None:
                 return None
-            if resp.status_code != 200:
-                raise self._error(resp, 'GET', url)
-            body = resp.json()
-            generation = body['resource_provider_generation']
+            generation, current = found
             if changed is not None and generation != unchanged_since:
                 changed()
                 unchanged_since = generation
-            current = set(body['traits'])
             wanted = (current - stale - remove) | owned | add
             if wanted == current:
-                return current
+                return current, generation
             self.create_traits(wanted - current)
             resp = self._call('put', url, json={
                 'traits': sorted(wanted),
                 'resource_provider_generation': generation})
             if resp.status_code == 200:
-                return wanted
+                return wanted, resp.json()['resource_provider_generation']
             if resp.status_code == 404:
                 return None
             if resp.status_code == 400 and 'No such trait' in resp.text:

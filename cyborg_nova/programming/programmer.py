@@ -128,6 +128,13 @@ class Programmer:
         self._pool_lock = threading.Lock()
         # Job id -> the device as last read (see _device).
         self._known: dict = {}
+        # Job id -> what this process last read from or wrote to the
+        # provider ('inventory': (generation, records) after the fence,
+        # 'traits': (generation, traits) read during the load,
+        # 'generation' after the trait swap). A write starts from them
+        # instead of reading again; a conflict makes it read. Never
+        # journaled: a resumed job reads everything afresh.
+        self._seen: dict[str, dict] = {}
         # Held open: SQLite checkpoints the WAL into the database (and
         # syncs it) whenever the last connection to it closes, and the
         # store opens one per operation.
@@ -420,6 +427,7 @@ class Programmer:
         finally:
             lock.release(remove=job.finished)
             self._known.pop(job.id, None)
+            self._seen.pop(job.id, None)
         LOG.log(logging.INFO if job.status == SUCCEEDED else logging.ERROR,
                 'Programming job %s of %s: %s%s', job.id, job.address,
                 job.status, ': %s' % job.error if job.error else '')
@@ -471,8 +479,14 @@ class Programmer:
                 return region.function_id
         return None
 
-    def _apply(self, job: Job, state: str, acc) -> fence.FenceResult:
-        return self.fencer.apply(job.address, job.provider, state, acc)
+    def _apply(self, job: Job, state: str, acc,
+               known=None) -> fence.FenceResult:
+        result = self.fencer.apply(job.address, job.provider, state, acc,
+                                   known=known)
+        if result.generation is not None:
+            self._seen.setdefault(job.id, {})['inventory'] = (
+                result.generation, result.inventories)
+        return result
 
     def _fence(self, job: Job) -> Job:
         job = self.journal.step(job, FENCING)
@@ -529,14 +543,23 @@ class Programmer:
             {'seconds': round(time.monotonic() - started, 6)}))
 
     def _precreate(self, job: Job) -> None:
-        """Create the new function's trait (needed after the load)."""
+        """What the swap needs, while the load runs.
+
+        The new function's trait is created and the provider's traits
+        are read, so the swap after the load is one write.
+        """
         prefix = _FUNCTION_TRAITS.get(job.kind)
-        if prefix:
-            try:
+        try:
+            if prefix:
                 self.placement.create_traits([names.custom(
                     prefix, names.hex_id(job.function_id))])
-            except ProgrammingError as exc:
-                LOG.debug('Creating the trait of %s later: %s', job.id, exc)
+            read = self.placement.traits(job.provider)
+        except ProgrammingError as exc:
+            LOG.debug('Preparing the trait swap of %s later: %s', job.id,
+                      exc)
+            return
+        if read is not None:
+            self._seen.setdefault(job.id, {})['traits'] = read
 
     def _call_driver(self, driver, acc, job: Job,
                      overlap: Callable[[], None] | None = None
@@ -609,12 +632,16 @@ class Programmer:
                  if acc is not None else set())
         previous = set(row.owned_traits) if row else set()
         stale = previous - owned if acc is not None else set()
+        seen = self._seen.setdefault(job.id, {})
         try:
-            now = self.placement.replace_traits(job.provider, owned, stale,
-                                                set(add), set(remove),
-                                                **check)
+            found = self.placement.replace_traits(
+                job.provider, owned, stale, set(add), set(remove),
+                read=seen.pop('traits', None), **check)
         except ProgrammingError as exc:
             raise _Stalled(str(exc))
+        now = None
+        if found is not None:
+            now, seen['generation'] = found
         if acc is not None and row is not None:
             remembered = owned | (stale & (now or set()))
             if remembered != previous:
@@ -653,7 +680,15 @@ class Programmer:
             else 'programmed by job %s' % job.id
         self.store.set_state(job.nodename, job.address, job.target_state,
                              reason)
-        result = self._apply(job, job.target_state, self._device(job))
+        seen = self._seen.get(job.id, {})
+        known = None
+        if 'generation' in seen and 'inventory' in seen:
+            # The provider as the fence left it, at the generation the
+            # trait swap gave it: unless someone wrote in between, the
+            # unfence is one write.
+            known = (seen['generation'], seen['inventory'][1])
+        result = self._apply(job, job.target_state, self._device(job),
+                             known=known)
         if result.outcome == fence.FAILED:
             raise _Stalled('cannot unfence: %s' % result.error)
         return self.journal.step(job, DONE, status=SUCCEEDED, detail=(

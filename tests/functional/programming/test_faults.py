@@ -78,10 +78,12 @@ def down():
 
 def test_unfence_waits_for_placement_then_recovery_finishes(host,
                                                             programmer):
-    # Traits swapped, then Placement goes away for the unfence.
+    # Traits swapped, then Placement goes away for the unfence (the
+    # fence's inventory write comes before the load, which writes the
+    # new trait).
     programmer.client.hooks.append(
         ('put', '/traits', lambda: programmer.client.hooks.append(
-            ('get', '/inventories', down))))
+            ('put', '/inventories', down))))
     programmer.placement.attempts = 1
     programmer.fencer.attempts = 1
     job = programmer.program(host.nodename, PAC0, 'intel/nlb3.gbs')

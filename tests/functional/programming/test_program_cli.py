@@ -134,6 +134,19 @@ def test_failed_load_leaves_it_fenced_and_marked(host):
     assert rc == 0, err
     listed = {r['address']: r for r in json.loads(out)}[PAC0]
     assert listed['state'] == 'failed' and row['job'] in listed['reason']
+    rc, out, err = host.cli('device-show', PAC0, '--nodename', host.nodename,
+                            '-f', 'json')
+    assert rc == 0, err
+    shown = json.loads(out)
+    assert shown['state'] == 'failed' and shown['reserved'] is True
+    assert shown['last_program'].startswith('%s failed (failed)'
+                                            % row['job'])
+    assert 'PR failed: bad CRC' in shown['last_program']
+    assert shown['functions'] == ['intel-fpga-dev.0: %s'
+                                  % fakes.hexid(fakes.NLB0)]
+    rc, out, err = host.cli('device-show', '0000:18:00.0', '--nodename',
+                            host.nodename)
+    assert rc == 1 and 'no device 0000:18:00.0' in err
     # A good load recovers it: unfenced, ready, the trait gone.
     rc, rows, err = host.program(PAC0)
     assert rc == 0, err

@@ -15,14 +15,21 @@ from schemathesis import checks as st_checks
 from schemathesis.specs.openapi import checks as openapi_checks
 
 from tests.functional.conductor import conductor_fixture as cf
+from tests import fuzzing
 
-#: Examples per generation mode, for POST /hello and for the GETs (whose
-#: only inputs are headers and query strings).
+#: Examples per generation mode, for the POSTs and for the GETs (whose
+#: inputs are headers, query strings and path parameters);
+#: CYBORG_NOVA_FUZZ_EXAMPLES sets them all.
 POSITIVE = schemathesis.GenerationMode.POSITIVE
 NEGATIVE = schemathesis.GenerationMode.NEGATIVE
-EXAMPLES = {'POST': {POSITIVE: 400, NEGATIVE: 300},
-            'GET': {POSITIVE: 100, NEGATIVE: 100}}
-MINIMUM_REQUESTS = 1000
+EXAMPLES = {'POST': {POSITIVE: fuzzing.examples(300),
+                     NEGATIVE: fuzzing.examples(200)},
+            'GET': {POSITIVE: fuzzing.examples(60),
+                    NEGATIVE: fuzzing.examples(60)}}
+MINIMUM_REQUESTS = min(1000, sum(sum(m.values()) for m in EXAMPLES.values()))
+#: Every operation but the one that serves the document.
+OPERATIONS = {('POST', '/hello'), ('GET', '/agents'), ('GET', '/hardware'),
+              ('POST', '/programs'), ('GET', '/programs/{id}')}
 CHECKS = [st_checks.not_a_server_error,
           openapi_checks.response_schema_conformance]
 
@@ -77,6 +84,9 @@ def test_generated_requests(conductor, schema):
     for key, statuses in sorted(counts.items()):
         print('  %-25s %s' % (key, dict(sorted(statuses.items()))))
     assert total >= MINIMUM_REQUESTS
+    # Every operation was exercised.
+    assert {tuple(k.split()[:2]) for k, v in counts.items() if v} >= \
+        OPERATIONS
     # Valid registrations got through, and invalid ones were refused.
     assert counts['POST /hello positive'].get(200, 0) > 100
     # (401: negative cases also mangle the token header.)

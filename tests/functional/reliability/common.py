@@ -97,6 +97,8 @@ class UpdateWorker:
             assert self._cond.wait_for(
                 lambda: len(self.cycles) >= count
                 or self.proc.poll() is not None, timeout)
+        assert len(self.cycles) >= count, (self.proc.poll(),
+                                           self.stderr[-3000:])
 
     def kill(self, sig: int = signal.SIGKILL) -> int:
         if self.proc.poll() is None:

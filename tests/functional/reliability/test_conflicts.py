@@ -23,9 +23,9 @@ from tests.functional.reliability import common
 from tests.unit.programming import fakes
 
 PAC0, PAC1 = fakes.PAC0, fakes.PAC1
-WRITES = 80
-ATTACHES = 30
-FENCES = 100
+WRITES = 60
+ATTACHES = 20
+FENCES = 60
 # Between the other writer's writes: Placement here is one thread on
 # SQLite, which a writer in a tight loop would have mostly to itself.
 PAUSE = 0.02

@@ -29,7 +29,7 @@ from tests.functional.reliability import placement as placement_mod
 from tests.unit.programming import fakes
 
 PAC0, PAC1 = fakes.PAC0, fakes.PAC1
-OUTAGES = 3
+OUTAGES = 2
 
 
 def test_update_cycles_survive_outages_and_converge(host, live_placement):
@@ -50,7 +50,7 @@ def test_update_cycles_survive_outages_and_converge(host, live_placement):
             # Somewhere in a cycle (one takes ~0.1-0.3 s here).
             time.sleep(rng.uniform(0.0, 0.4))
             live_placement.kill()
-            if outage == 1:
+            if outage == OUTAGES - 1:
                 state.StateStore(host.state_path).set_state(
                     host.nodename, PAC1, state.HELD, 'held in an outage')
             time.sleep(rng.uniform(0.2, 1.0))
@@ -102,7 +102,6 @@ def programmer(host):
 PROGRAM_POINTS = [
     ('PUT', '/inventories/', 1, 'refused'),    # fencing
     ('GET', '/allocations', 1, 'refused'),     # proving it unallocated
-    ('GET', '/traits', 1, 'succeeded'),        # loaded, reading traits
     ('PUT', '/traits', 1, 'succeeded'),        # swapping function traits
     ('PUT', '/inventories/', 2, 'succeeded'),  # unfencing
 ]

@@ -207,14 +207,7 @@ def test_tls_with_a_test_ca(tmp_path, tree, ca):
                          headers={'X-Auth-Token': base.ADMIN})
         # Plain HTTP on the HTTPS port is never served.
         port = int(agent.url.rsplit(':', 1)[1])
-        plain = http.client.HTTPConnection('127.0.0.1', port, timeout=10)
-        try:
-            plain.request('GET', '/hardware',
-                          headers={'X-Auth-Token': base.ADMIN})
-            status = plain.getresponse().status
-        except (http.client.HTTPException, OSError) as exc:
-            status = repr(exc)
-        assert status != 200
+        assert cf.plain_http_status(port, '/hardware', base.ADMIN) != 200
 
         # The conductor, itself on HTTPS, reaches the agent over HTTPS
         # and verifies it with the CA.

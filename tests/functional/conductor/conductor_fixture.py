@@ -5,6 +5,7 @@ with a SQLite file, on 127.0.0.1 and a free port (it prints ``listening
 <url>`` once it accepts requests).
 """
 
+import http.client
 import json
 import os
 import select
@@ -124,3 +125,15 @@ class Conductor:
         except urllib.error.HTTPError as exc:
             with exc:
                 return exc.code, json.loads(exc.read()), exc.headers
+
+
+def plain_http_status(port, path, token):
+    """The status plain HTTP gets on ``port``, or the error it meets."""
+    plain = http.client.HTTPConnection('127.0.0.1', port, timeout=10)
+    try:
+        plain.request('GET', path, headers={'X-Auth-Token': token})
+        return plain.getresponse().status
+    except (http.client.HTTPException, OSError) as exc:
+        return repr(exc)
+    finally:
+        plain.close()

@@ -45,11 +45,5 @@ def test_https_only(tls_conductor):
     assert resp.status == 200
     assert json.loads(resp.read()) == {'agents': []}
     # Plain HTTP on the same port is turned away, never served.
-    plain = http.client.HTTPConnection('127.0.0.1', port, timeout=10)
-    try:
-        plain.request('GET', '/agents',
-                      headers={'X-Auth-Token': conductor_fixture.READER})
-        status = plain.getresponse().status
-    except (http.client.HTTPException, OSError) as exc:
-        status = repr(exc)
-    assert status != 200
+    assert conductor_fixture.plain_http_status(
+        port, '/agents', conductor_fixture.READER) != 200

@@ -273,8 +273,11 @@ class AcceleratorTestMixin(ServiceMixin):
 
     def wait_for_fault(self, server_id):
         """Wait for the server to go to ERROR; its fault."""
+        # raise_on_error=False: else the waiter raises on the very status
+        # it is waiting for once the server leaves BUILD.
         server = waiters.wait_for_server_status(
-            self.servers_client, server_id, 'ERROR', ready_wait=False)
+            self.servers_client, server_id, 'ERROR', ready_wait=False,
+            raise_on_error=False)
         if 'fault' not in server:
             # Only shown to admins by some policies.
             server = self.admin_servers.show_server(server_id)['server']

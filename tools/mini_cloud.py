@@ -583,6 +583,15 @@ class Cloud(object):
         print('# (also in %s/openrc)' % self.work, flush=True)
 
 
+def alive(pid):
+    """Whether ``pid`` runs (a zombie nobody reaps does not)."""
+    try:
+        with open('/proc/%d/stat' % pid) as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except (OSError, IndexError):
+        return False
+
+
 def stop_group(pid, proc=None, timeout=15):
     """Stop the process group ``pid`` leads: SIGTERM, then SIGKILL.
 
@@ -598,11 +607,8 @@ def stop_group(pid, proc=None, timeout=15):
         if proc is not None:
             if proc.poll() is not None:
                 break
-        else:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
+        elif not alive(pid):
+            break
         time.sleep(0.2)
     try:
         os.killpg(pid, signal.SIGKILL)

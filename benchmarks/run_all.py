@@ -412,6 +412,22 @@ def _summary_rows(res: str) -> list[tuple]:
                     r['wall_s'], r['requests_per_host'], r['req_per_s'],
                     sum(n for s, n in r['status'].items() if int(s) >= 400)),
                 ratio or '-', '%s, %s' % (base, db)))
+        for r in scale_data.get('registration_stopped') or []:
+            sqlite = by.get(('sqlite', r['hosts_planned'], False))
+            rows.append((
+                'Scale: register {:,} computes x 10 accelerators '
+                '(NOT FINISHED)'.format(r['hosts_planned']),
+                'as above; PostgreSQL %s, gunicorn %d workers, stopped '
+                'before the end' % (mach.get('postgresql', '').split()[0],
+                                    r['workers']),
+                'stopped after %.0f s: {:,} requests (about %.0f hosts\' '
+                'worth), %.1f req/s, %d errors'.format(r['requests'])
+                % (r['stopped_after_s'], r['hosts_worth'], r['req_per_s'],
+                   r['errors']),
+                'throughput %.1fx SQLite\'s (%.1f req/s over its whole run)'
+                % (r['req_per_s'] / sqlite['req_per_s'], sqlite['req_per_s'])
+                if sqlite else '-',
+                base + ', PostgreSQL, gunicorn %d workers' % r['workers']))
         for hosts, settings in (scale_data.get('candidates') or {}).items():
             for setting, shapes in settings.items():
                 parts, ratios, lower = [], [], []
@@ -505,11 +521,12 @@ def write_results_md(out: str, res: str, done: dict, quick: bool,
     lines += ['', 'Steps (time; share of the machine\'s CPU other users\' '
               'processes took meanwhile, which slows what is measured): '
               '%s.' % ', '.join(
-                  '%s %.0f s%s%s' % (
+                  '%s %.0f s%s%s%s' % (
                       n, d['seconds'],
                       '; %.0f%%' % (100 * d['other_cpu_share'])
                       if 'other_cpu_share' in d else '',
-                      ' (**FAILED**)' if d['returncode'] else '')
+                      ' (**FAILED**)' if d['returncode'] else '',
+                      ' (%s)' % d['note'] if d.get('note') else '')
                   for n, d in done.items())]
     if failed:
         lines += ['', '**Failed steps** (their rows are missing or from an '

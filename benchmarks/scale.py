@@ -1110,6 +1110,10 @@ def report(result: dict, seconds: float) -> str:
         'Everything (Placement, its database, the clients) shares these '
         'cores, over loopback.' % (seconds, machine_line(result['machine'])),
         '',
+    ]
+    if result.get('note'):
+        lines += [result['note'], '']
+    lines += [
         'Each simulated compute has 10 accelerators (2 QAT 4xxx x 16 VFs, '
         '2 E810 x 16 VFs, 2 A100 x 16 VFs, 2 T4, 2 PAC: %d assignable '
         'units): %d child providers in this project\'s shape (per-PF), %d '
@@ -1146,14 +1150,23 @@ def report(result: dict, seconds: float) -> str:
     for r in result['registration']:
         errors = sum(n for s, n in r['status'].items() if int(s) >= 400)
         lines.append(
-            '| %s | %d | {:,}%s | %.1f | {:,} | %.1f | %.0f | %.1f | %.2f | '
-            '%.2f | %.0f | %d | %d |'.format(r['hosts'], r['requests'])
+            '| %s | %d | {:,}%s | %.1f | {:,} | %.1f | %.0f | %.1f | %s | '
+            '%s | %s | %d | %d |'.format(r['hosts'], r['requests'])
             % (r['backend'] + (' (durable)' if r.get('durable') else ''),
                r['workers'], ' (first of {:,})'.format(r['milestone_of'])
                if r.get('milestone_of') else '', r['wall_s'],
                r['requests_per_host'], r['req_per_s'], r['hosts_per_s'],
-               r['host_median_s'], r['host_p95_s'], r['server_cpu_s'],
+               _num(r.get('host_median_s'), '%.2f'),
+               _num(r.get('host_p95_s'), '%.2f'),
+               _num(r.get('server_cpu_s'), '%.0f'),
                errors, r['failed_hosts']))
+    for r in result.get('registration_stopped') or []:
+        lines += ['', '**Not finished:** the %s registration of {:,} hosts '
+                  '(%d workers) was stopped after %.0f s, having served '
+                  '{:,} requests (about %.0f hosts\' worth, %.1f requests/s, '
+                  '%d errors).'.format(r['hosts_planned'], r['requests'])
+                  % (r['backend'], r['workers'], r['stopped_after_s'],
+                     r['hosts_worth'], r['req_per_s'], r['errors'])]
     first_errors = [r['first_error'] for r in result['registration']
                     if r['first_error']]
     if first_errors:
@@ -1252,6 +1265,11 @@ def candidates_report(result: dict) -> list:
             f['providers'], f['inventories'], f['traits'])
             % (f['shape'], f['first'], f['last'] - 1, f['seconds']))
     return lines
+
+
+def _num(value, fmt: str) -> str:
+    """A figure a run may not have recorded (``n/a``)."""
+    return 'n/a' if value is None else fmt % value
 
 
 def _ms(cell: dict, key: str) -> str:

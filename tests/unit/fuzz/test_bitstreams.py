@@ -74,7 +74,8 @@ def mutate(data, rnd):
             if offset + struct.calcsize(fmt) <= len(data):
                 struct.pack_into(fmt, data, offset,
                                  value % 2 ** (8 * struct.calcsize(fmt)))
-        elif how == 'json' and data.startswith(bitstreams.GBS_MAGIC):
+        elif how == 'json' and data.startswith(bitstreams.GBS_MAGIC) \
+                and len(data) >= bitstreams.GBS_PREFIX:
             text = rnd.choice([b'{}', b'[]', b'null', b'"x"', b'1e999',
                                b'[' * 5000, b'{"afu-image": []}',
                                b'{"afu-image": {"interface-uuid": 5}}',

@@ -40,13 +40,13 @@ def settings(default: int, **kwargs) -> hypothesis.settings:
     database (a CI run starts clean; hypothesis prints how to reproduce a
     failure), every health check that is about speed off.
     """
+    kwargs.setdefault('suppress_health_check', [
+        hypothesis.HealthCheck.too_slow,
+        hypothesis.HealthCheck.data_too_large,
+        hypothesis.HealthCheck.large_base_example,
+        hypothesis.HealthCheck.function_scoped_fixture])
     return hypothesis.settings(
         max_examples=examples(default), deadline=None, database=None,
-        suppress_health_check=[hypothesis.HealthCheck.too_slow,
-                               hypothesis.HealthCheck.data_too_large,
-                               hypothesis.HealthCheck.large_base_example,
-                               hypothesis.HealthCheck.
-                               function_scoped_fixture],
         **kwargs)
 
 

@@ -1,4 +1,4 @@
-"""Fuzzing discovery with broken sysfs trees (hypothesis).
+"""Fuzzing discovery with broken sysfs trees and generated hosts.
 
 Each example copies a realistic tree (one of the shipped host profiles),
 breaks a few of its entries the way hypothesis chooses (garbage or empty
@@ -13,8 +13,14 @@ PCI bus itself is gone), no driver fails with an internal error, no
 health check raises, nothing is logged with a traceback, and every
 accelerator reported is one Placement would accept: a valid resource
 class and trait names, a sane inventory, a JSON-serialisable record.
+
+A second fuzzer generates whole hosts (intact trees) with hypothesis:
+the shipped profiles' cards in new slots, in any number and mix, bound
+to their drivers, to vfio-pci, pci-stub or nothing, with any number of
+VFs enabled; discovery must report each function once at most.
 """
 
+import copy
 import json
 import logging
 import os
@@ -24,13 +30,16 @@ import shutil
 import signal
 import sys
 
+import hypothesis
 from hypothesis import given
 from hypothesis import strategies as st
 from oslo_config import cfg
 import pytest
+import yaml
 
 from cyborg_drivers import discovery
 from cyborg_drivers.fake import hosttree
+from cyborg_drivers.fake import profile as fake_profile
 from cyborg_drivers import loader
 from cyborg_drivers import sysfs
 from cyborg_nova import providers
@@ -384,3 +393,98 @@ def test_report_sysfs_counts():
                    functions_left_out=TRIED['left_out'],
                    bus_gone=TRIED['no_bus'])
     assert TRIED['examples'] >= min(fuzzing.examples(300), 200)
+
+
+# -- trees of generated hosts ------------------------------------------------
+
+def cards():
+    """Every card of the shipped profiles: its functions, by slot."""
+    found = {}
+    for name in hosttree.PROFILE_NAMES:
+        with open(hosttree.profile_path(name)) as f:
+            profile = yaml.safe_load(f)
+        for device in profile['devices']:
+            if device['class'] >> 16 == 0x06:
+                continue  # bridges: where a card sits, not a card
+            slot = device['address'].rpartition('.')[0]
+            found.setdefault((name, slot), []).append(device)
+    return [found[key] for key in sorted(found)]
+
+
+CARDS = cards()
+
+
+@st.composite
+def hosts(draw):
+    """A host profile: shipped cards in new slots, settings changed."""
+    chosen = draw(st.lists(st.sampled_from(range(len(CARDS))),
+                           min_size=1, max_size=8))
+    devices = []
+    for n, index in enumerate(chosen):
+        bus = 0x10 + n * 4
+        for function in CARDS[index]:
+            device = copy.deepcopy(function)
+            device.pop('parent', None)
+            device.pop('iommu_group', None)
+            device['address'] = '0000:%02x:00.%s' % (
+                bus, function['address'].rpartition('.')[2])
+            if draw(st.booleans()):
+                device['driver'] = draw(st.sampled_from(
+                    [None, 'vfio-pci', 'pci-stub', device.get('driver')]))
+                if device['driver'] is None:
+                    del device['driver']
+            device['numa_node'] = draw(st.integers(-1, 3))
+            sriov = device.get('sriov')
+            if sriov:
+                sriov['numvfs'] = draw(st.integers(
+                    0, min(sriov['totalvfs'], 32)))
+                if draw(st.booleans()):
+                    sriov.pop('vf_driver', None)
+            devices.append(device)
+    return {'name': 'generated', 'devices': devices}
+
+
+GENERATED = {'hosts': 0, 'refused': 0, 'reported': 0}
+
+
+@fuzzing.settings(40, suppress_health_check=list(hypothesis.HealthCheck))
+@given(profile=hosts())
+def test_discovery_of_generated_hosts(drivers, tmp_path_factory, profile):
+    root = str(tmp_path_factory.mktemp('generated') / 'sys')
+    try:
+        hosttree.build_tree(profile, root)
+    except fake_profile.ProfileError:
+        # Two cards' VFs in the same place: not a host that can exist.
+        GENERATED['refused'] += 1
+        hypothesis.reject()
+    GENERATED['hosts'] += 1
+    try:
+        crashes = Crashes()
+        logging.getLogger().addHandler(crashes)
+        try:
+            result = discovery.Discoverer(drivers, root).discover()
+        finally:
+            logging.getLogger().removeHandler(crashes)
+        assert not crashes.records, crashes.records
+        assert not {d: e for d, e in result.driver_errors.items()
+                    if e.startswith('internal error')}
+        for acc in result.accelerators:
+            check_accelerator(acc)
+        # Nothing is reported twice, and every address is on the bus.
+        seen = [a for acc in result.accelerators for a in acc.addresses]
+        assert len(seen) == len(set(seen))
+        on_bus = set(os.listdir(os.path.join(root, 'bus', 'pci',
+                                             'devices')))
+        assert set(seen) <= on_bus
+        GENERATED['reported'] += len(result.accelerators)
+    finally:
+        shutil.rmtree(os.path.dirname(root), ignore_errors=True)
+
+
+def test_report_generated_counts():
+    """Prints what the generated-host fuzzer tried (runs after it)."""
+    if not GENERATED['hosts']:
+        pytest.skip('the generated-host fuzzer did not run in this session')
+    fuzzing.report('sysfs discovery of generated hosts', GENERATED['hosts'],
+                   accelerators_reported=GENERATED['reported'],
+                   impossible_hosts_skipped=GENERATED['refused'])

@@ -546,7 +546,10 @@ class Cloud(object):
                 argv += ['--property', prop]
             self.cli(*argv + [name])
         workspace = os.path.join(self.work, 'tempest')
-        self.run(self.bin('tempest'), 'init', workspace)
+        # A workspace registry of its own: ~/.tempest is left alone.
+        self.run(self.bin('tempest'), 'init', '--workspace-path',
+                 os.path.join(self.work, 'tempest-workspaces.yaml'),
+                 workspace)
         with open(os.path.join(workspace, 'etc', 'tempest.conf'), 'w') as f:
             f.write(conf.tempest(self.c, EXPECTED_RCS, EXPECTED_TRAITS))
         cmd = [self.bin('tempest'), 'run', '--regex', 'cyborg_nova',

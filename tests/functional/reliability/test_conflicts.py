@@ -47,14 +47,14 @@ def test_update_cycles_against_another_writer(host, live_placement):
     worker = common.UpdateWorker(host, interval=0)
     flips = 0
     try:
-        while writer.writes < WRITES:
-            flips += 1
-            store.set_state(host.nodename, PAC1,
-                            state.HELD if flips % 2 else state.READY)
-            worker.wait_cycles(len(worker.cycles) + 1)
-    finally:
-        writer.stop()
-    try:
+        try:
+            while writer.writes < WRITES:
+                flips += 1
+                store.set_state(host.nodename, PAC1,
+                                state.HELD if flips % 2 else state.READY)
+                worker.wait_cycles(len(worker.cycles) + 1)
+        finally:
+            writer.stop()
         worker.wait_ok(2)
     finally:
         worker.kill()

@@ -6,10 +6,11 @@ the token validation Keystone would do. Every route of each API is
 called with a token of each role: a valid token without a role the
 policy names (a plain project ``member``) is a 403 everywhere, a
 ``reader`` token a 403 on every route that changes something, and no
-token or an unknown one a 401.
+token or an unknown one a 401. Nothing logged, at DEBUG, holds a token.
 """
 
 import json
+import logging
 
 from keystonemiddleware import fixture as ks_fixture
 from oslo_config import cfg
@@ -95,7 +96,9 @@ def allowed(rule, role):
 
 
 @pytest.mark.parametrize('which', ['agent', 'conductor'])
-def test_roles_of_keystone_tokens(request, tokens, which):
+def test_roles_of_keystone_tokens(request, tokens, which, caplog):
+    # Everything logged at DEBUG, to show no token is.
+    caplog.set_level(logging.DEBUG)
     app, wrapped = request.getfixturevalue(which)
     assert wrapped is not app
     seen = {}
@@ -114,6 +117,10 @@ def test_roles_of_keystone_tokens(request, tokens, which):
     assert 403 not in {s for (_, _, r), s in seen.items() if r == 'admin'}
     # Some routes only admin may use.
     assert [k for k, s in seen.items() if k[2] == 'reader' and s == 403]
+    assert any(r.name.startswith('keystonemiddleware')
+               for r in caplog.records)
+    for token in list(tokens.values()) + ['not-a-keystone-token']:
+        assert token not in caplog.text
 
 
 def test_exposure_needs_authentication():

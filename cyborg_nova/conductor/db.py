@@ -109,7 +109,8 @@ def utcnow() -> datetime.datetime:
 def engine_from_conf(conf: cfg.ConfigOpts) -> sa.engine.Engine:
     """An engine for ``[database] connection`` with oslo.db's settings.
 
-    The directory of a SQLite file is created (mode 0700) if missing.
+    The directory of a SQLite file is created (mode 0700) if missing, and
+    the file (mode 0600).
 
     :raises oslo_db.exception.DBConnectionError: the database cannot be
         reached (after ``[database] max_retries``).
@@ -120,6 +121,9 @@ def engine_from_conf(conf: cfg.ConfigOpts) -> sa.engine.Engine:
             None, '', ':memory:'):
         os.makedirs(os.path.dirname(os.path.abspath(url.database)),
                     mode=0o700, exist_ok=True)
+        # Created here, not by sqlite, so it is never readable by others,
+        # whatever the umask or the directory; -wal and -shm inherit it.
+        os.close(os.open(url.database, os.O_CREAT | os.O_WRONLY, 0o600))
     engine = engines.create_engine(
         db.connection,
         mysql_sql_mode=db.mysql_sql_mode,

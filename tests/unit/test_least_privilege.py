@@ -203,7 +203,8 @@ def test_device_spec_drop_in_is_0640(tmp_path, no_umask):
     assert os.listdir(str(directory)) == [os.path.basename(spec_file)]
 
 
-def test_conductor_database_directory_is_0700(tmp_path, no_umask):
+def test_conductor_database_is_0600_in_a_0700_directory(tmp_path,
+                                                        no_umask):
     from oslo_config import cfg
 
     from cyborg_nova.conf import conductor as conductor_conf
@@ -215,7 +216,13 @@ def test_conductor_database_directory_is_0700(tmp_path, no_umask):
                       group='database')
     engine = conductor_db.engine_from_conf(conf)
     try:
-        conductor_db.AgentStore(engine)
+        store = conductor_db.AgentStore(engine)
+        with engine.connect():
+            store.get('cn1')
+            files = [str(database) + suffix for suffix in ('', '-wal',
+                                                           '-shm')]
+            assert {f: mode(f) for f in files if os.path.exists(f)} == \
+                dict.fromkeys(files, 0o600)
         assert mode(str(database.parent)) == 0o700
     finally:
         engine.dispose()

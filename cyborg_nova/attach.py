@@ -691,6 +691,8 @@ def attach(client, store: state_store.StateStore, nodename: str, guest,
                           'nothing was changed' % (server, ', '.join(held),
                                                    accelerator.address))
 
+    written = []
+
     def add(allocs: Allocations) -> Allocations:
         if provider in allocs:
             raise AttachError(
@@ -699,8 +701,25 @@ def attach(client, store: state_store.StateStore, nodename: str, guest,
                     server, allocs[provider]['resources'],
                     accelerator.address, provider))
         allocs[provider] = {'resources': {rc: count}}
+        written.append(provider)
         return allocs
-    change_allocations(client, server, add)
+    try:
+        change_allocations(client, server, add)
+    except AttachError as exc:
+        if not written or not str(exc).startswith('cannot reach'):
+            raise
+        # The write was sent and its answer lost: Placement may have
+        # made it. Take it back rather than leave an allocation that no
+        # device goes with.
+        try:
+            change_allocations(client, server, _without(provider))
+        except AttachError as again:
+            raise AttachError(
+                '%s; the allocation of %s %s on provider %s may have been '
+                'written and could not be checked (%s): run '
+                'detach-instance once Placement answers'
+                % (exc, count, rc, provider, again))
+        raise AttachError('%s; nothing was changed' % exc)
 
     def undo(reason: str, plugged: list[str] = ()) -> AttachError:
         """Undo what was done; the error to raise, saying so."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import signal
@@ -230,3 +231,68 @@ def without_operator_traits(tree: dict) -> dict:
     return {name: dict(rp, traits=[t for t in rp['traits']
                                    if not t.startswith('CUSTOM_OPERATOR_')])
             for name, rp in tree.items()}
+
+
+class LossyProxy:
+    """A proxy in front of Placement that can lose one answer.
+
+    Every request is passed on; the one armed with :meth:`lose` is
+    carried out by Placement, and then the connection is closed without
+    its answer: what a client sees when Placement (or the network) dies
+    between committing a write and answering it.
+    """
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.armed: tuple[str, str] | None = None
+        self.lost: list[str] = []
+        proxy = self
+        forward = requests.Session()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = 'HTTP/1.1'
+
+            def log_message(self, format, *args):
+                pass
+
+            def _pass(self):
+                length = int(self.headers.get('Content-Length') or 0)
+                body = self.rfile.read(length) if length else None
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() not in ('host', 'connection',
+                                                'content-length')}
+                resp = forward.request(self.command,
+                                       proxy.target + self.path,
+                                       headers=headers, data=body,
+                                       timeout=30)
+                if proxy.armed and self.command == proxy.armed[0] and (
+                        proxy.armed[1] in self.path):
+                    proxy.armed = None
+                    proxy.lost.append('%s %s -> %s' % (
+                        self.command, self.path, resp.status_code))
+                    self.close_connection = True
+                    return
+                self.send_response(resp.status_code)
+                for key, value in resp.headers.items():
+                    if key.lower() not in ('connection', 'content-length',
+                                           'transfer-encoding', 'date',
+                                           'server'):
+                        self.send_header(key, value)
+                self.send_header('Content-Length', str(len(resp.content)))
+                self.end_headers()
+                self.wfile.write(resp.content)
+            do_GET = do_PUT = do_POST = do_DELETE = _pass
+
+        self.server = http.server.ThreadingHTTPServer(('127.0.0.1', 0),
+                                                      Handler)
+        self.endpoint = 'http://127.0.0.1:%d' % self.server.server_port
+        threading.Thread(target=self.server.serve_forever,
+                         daemon=True).start()
+
+    def lose(self, method: str, fragment: str) -> None:
+        """Lose the answer to the next ``METHOD`` of a url with it."""
+        self.armed = (method.upper(), fragment)
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

@@ -13,6 +13,8 @@ import threading
 import time
 
 from keystoneauth1 import adapter
+from keystoneauth1 import session
+from keystoneauth1 import token_endpoint
 import pytest
 
 from cyborg_nova import assignments
@@ -194,3 +196,37 @@ def test_attach_rides_out_a_restart_with_connect_retries(qat_host,
     assert libvirt_conftest.without_generations(
         qat_host.allocations(domain.server)) == (
         libvirt_conftest.without_generations(booted))
+
+
+def test_attach_whose_allocation_answer_is_lost(qat_host, live_placement,
+                                                domains):
+    """Placement commits the allocation, and its answer never comes.
+
+    The attach cannot know whether its write happened: it must not leave
+    an allocation that no unit and no device goes with.
+    """
+    domain = domains(running=False)
+    booted = qat_host.boot(domain.server)
+    proxy = common.LossyProxy(live_placement.endpoint)
+    client = adapter.Adapter(
+        session.Session(auth=token_endpoint.Token(proxy.endpoint,
+                                                  'admin')),
+        service_type='placement')
+    proxy.lose('PUT', '/allocations/')
+    guest = attach.open_guest(libvirtd_fixture.URI, domain.server)
+    try:
+        with pytest.raises(attach.AttachError) as failed:
+            attach.attach(client, qat_host.store, qat_host.nodename,
+                          guest, qat_host.accelerators[PF], count=2)
+    finally:
+        guest.close()
+        proxy.stop()
+    assert len(proxy.lost) == 1 and proxy.lost[0].endswith('204'), (
+        proxy.lost)
+    assert 'nothing was changed' in str(failed.value), failed.value
+    assert qat_host.allocations(domain.server)['allocations'] == booted[
+        'allocations'] or libvirt_conftest.without_generations(
+        qat_host.allocations(domain.server)) == (
+        libvirt_conftest.without_generations(booted))
+    assert _units(qat_host, domain.server) == {}
+    assert '<hostdev' not in domain.xml(inactive=True)

@@ -189,6 +189,7 @@ def test_the_document_is_complete(agent):
                   for m in item}
     assert operations == {('POST', '/discovery'), ('GET', '/hardware'),
                           ('POST', '/hello'), ('GET', '/drivers'),
+                          ('POST', '/program'), ('GET', '/program/{job}'),
                           ('GET', '/openapi.json')}
     for path, item in document['paths'].items():
         for method, op in item.items():

@@ -172,7 +172,11 @@ Related options:
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
     """Register the REST API options and the agent's under ``GROUP``."""
-    conf.register_group(GROUP)
+    # A group of its own: oslo.config copies a registered group
+    # shallowly, so registering the module's GROUP in two
+    # ConfigOpts would share their options and overrides.
+    conf.register_group(cfg.OptGroup(GROUP.name, title=GROUP.title,
+                                     help=GROUP.help))
     api_conf.register_opts(conf, GROUP.name)
     conf.register_opts(OPTS, group=GROUP)
 

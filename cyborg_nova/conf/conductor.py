@@ -96,7 +96,11 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 
     ``[database] connection`` defaults to :data:`DEFAULT_CONNECTION`.
     """
-    conf.register_group(GROUP)
+    # A group of its own: oslo.config copies a registered group
+    # shallowly, so registering the module's GROUP in two
+    # ConfigOpts would share their options and overrides.
+    conf.register_group(cfg.OptGroup(GROUP.name, title=GROUP.title,
+                                     help=GROUP.help))
     api_conf.register_opts(conf, GROUP.name)
     conf.register_opts(OPTS, group=GROUP)
     db_options.set_defaults(conf, connection=DEFAULT_CONNECTION)

@@ -105,7 +105,11 @@ list of devices).
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_group(GROUP)
+    # A group of its own: oslo.config copies a registered group
+    # shallowly, so registering the module's GROUP in two
+    # ConfigOpts would share their options and overrides.
+    conf.register_group(cfg.OptGroup(GROUP.name, title=GROUP.title,
+                                     help=GROUP.help))
     conf.register_opts(OPTS, group=GROUP)
 
 

@@ -15,6 +15,7 @@ repository), made afresh on every start.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -45,6 +46,13 @@ FLAVORS = [
                       'trait:CUSTOM_NVIDIA_1EB8=required']),
     ('accel.qat.2', ['resources:CUSTOM_QAT=2']),
 ]
+#: The bitstream library of the FPGA host: one GBS for its Intel PACs'
+#: PR interface, with an AFU neither of them runs yet.
+FPGA_INTERFACE_ID = '9346116d-a52d-5ca8-b06a-a9a389ef7c8d'
+FPGA_IMAGE_AFU_ID = '0a1b2c3d-4e5f-6071-8293-a4b5c6d7e8f9'
+FPGA_IMAGE = 'mini-cloud-afu'
+FPGA_IMAGE_TRAIT = ('CUSTOM_FPGA_FUNCTION_ID_INTEL_'
+                    + FPGA_IMAGE_AFU_ID.replace('-', '').upper())
 PIDFILE = 'pids'
 RABBITMQ_SERVER = '/usr/lib/rabbitmq/bin/rabbitmq-server'
 
@@ -94,6 +102,8 @@ class Cloud(object):
             'conductor_token': os.urandom(16).hex(),
             'agent_admin_token': os.urandom(16).hex(),
             'agent_reader_token': os.urandom(16).hex(),
+            'fpga_image': FPGA_IMAGE,
+            'fpga_image_function_trait': FPGA_IMAGE_TRAIT,
         }
 
     # -- helpers -----------------------------------------------------------
@@ -386,12 +396,40 @@ class Cloud(object):
             'http://127.0.0.1:%d/' % self.port['nova']), proc=procs[0])
         return procs
 
+    def mark_fake_tree(self, profile, tree):
+        """Mark ``tree`` as the fake driver's own build of ``profile``.
+
+        The fake driver rebuilds a tree that lacks its checksum of the
+        profile; with it, the driver uses the compute's tree as it is.
+        """
+        from cyborg_drivers.drivers import fake
+        from cyborg_drivers.fake import hosttree
+        with open(hosttree.profile_path(profile), 'rb') as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        with open(os.path.join(tree, fake._STAMP), 'w') as f:
+            f.write(digest)
+
+    def write_bitstreams(self, directory):
+        """The FPGA host's bitstream library: one GBS and its manifest."""
+        from cyborg_nova import bitstreams
+        os.makedirs(directory)
+        name = FPGA_IMAGE + '.gbs'
+        with open(os.path.join(directory, name), 'wb') as f:
+            f.write(bitstreams.make_gbs(FPGA_INTERFACE_ID, FPGA_IMAGE_AFU_ID,
+                                        b'mini-cloud', name=FPGA_IMAGE))
+        with open(os.path.join(directory, 'manifest.json'), 'w') as f:
+            json.dump({'bitstreams': {FPGA_IMAGE: {'file': name}}}, f)
+
     def start_computes(self):
         self.computes = []
         for host, profile in COMPUTES:
             state = os.path.join(self.work, host)
             tree = os.path.join(state, 'sys')
             os.makedirs(state)
+            if profile == 'fpga-host':
+                # The compute's and its agent's [cyborg_nova]
+                # bitstream_dir (both read its nova.conf).
+                self.write_bitstreams(os.path.join(state, 'bitstreams'))
             self.run(self.bin('python'), '-m', 'cyborg_drivers.fake.hosttree',
                      profile, tree)
             path = self.write(host + '.conf', conf.nova(
@@ -399,8 +437,13 @@ class Cloud(object):
             proc = self.start('nova-compute-' + host, [
                 self.bin('nova-compute'), '--config-file', path])
             agent_port = free_port()
+            fake = {}
+            if profile == 'fpga-host':
+                # Its agent programs the fake FPGAs of the tree.
+                self.mark_fake_tree(profile, tree)
+                fake = {'fake_profile': profile, 'fake_tree': tree}
             agent = self.write('agent-%s.conf' % host,
-                               conf.agent(self.c, host, agent_port))
+                               conf.agent(self.c, host, agent_port, **fake))
             self.computes.append((host, profile, path, agent, proc))
 
     def start_cyborg(self):

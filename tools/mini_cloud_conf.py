@@ -165,8 +165,15 @@ def nova(c, host=None, profile_root=None, state_dir=None):
     return ini(sections)
 
 
-def agent(c, host, port):
-    return ini({
+def agent(c, host, port, fake_profile=None, fake_tree=None):
+    """An agent's configuration, read after its compute's nova.conf.
+
+    With ``fake_profile``, the agent runs the ``fake`` driver over the
+    compute's tree (``fake_tree``) instead of the real drivers: the same
+    devices, and FPGA programming writes the loaded function into the
+    tree, where the compute's next discovery sees it.
+    """
+    sections = {
         'DEFAULT': {'log_file': '%s/agent-%s.log' % (c['logs'], host)},
         'cyborg_agent': {
             'bind_host': '127.0.0.1',
@@ -179,7 +186,12 @@ def agent(c, host, port):
             'heartbeat_interval': '5',
             'watch_udev': 'False',
         },
-    })
+    }
+    if fake_profile:
+        sections['cyborg_nova'] = {'enabled_drivers': 'fake'}
+        sections['cyborg_fake'] = {'host_profile': fake_profile,
+                                   'tree_path': fake_tree}
+    return ini(sections)
 
 
 def conductor(c):
@@ -189,7 +201,9 @@ def conductor(c):
             'bind_host': '127.0.0.1',
             'bind_port': c['conductor_port'],
             'admin_token': c['conductor_token'],
-            'agent_token': c['agent_reader_token'],
+            # The admin token: POST /programs relays to the agents'
+            # POST /program, which needs the admin role.
+            'agent_token': c['agent_admin_token'],
         },
         'database': {'connection': 'sqlite:///%s/conductor.sqlite'
                      % c['work']},
@@ -246,5 +260,8 @@ def tempest(c, expected_rcs, expected_traits):
             'expected_resource_classes': ','.join(expected_rcs),
             'expected_traits': ','.join(expected_traits),
             'capacity_flavor': 'accel.fpga.intel',
+            'reprogramming': 'True',
+            'fpga_image': c['fpga_image'],
+            'fpga_image_function_trait': c['fpga_image_function_trait'],
         },
     })

@@ -56,15 +56,34 @@ class FpgaReprogramTest(base.ConductorMixin,
                                     CONF.compute.build_timeout))
             time.sleep(CONF.compute.build_interval)
 
+    def wait_for_program(self, program_id):
+        """The programming job once it is no longer pending or running."""
+        deadline = time.time() + CONF.compute.build_timeout
+        while True:
+            program = self.conductor.show_program(program_id)['program']
+            if program['status'] not in ('pending', 'running'):
+                return program
+            if time.time() > deadline:
+                raise lib_exc.TimeoutException(
+                    'programming job %s still %s after %d s'
+                    % (program_id, program['status'],
+                       CONF.compute.build_timeout))
+            time.sleep(CONF.compute.build_interval)
+
     @decorators.idempotent_id('8a1e5c9f-2d7b-4f30-a6c8-4e9b1d3f7a12')
     @utils.services('compute')
     def test_reprogram_free_fpga_swaps_function_trait(self):
         """A free FPGA is programmed; its function trait follows."""
         image_trait = CONF.accelerators.fpga_image_function_trait
+        # The image is one vendor's (CUSTOM_FPGA_FUNCTION_ID_<VENDOR>_...):
+        # only that vendor's FPGAs (CUSTOM_FPGA_<VENDOR>) can load it.
+        vendor_trait = 'CUSTOM_FPGA_' + image_trait[
+            len(FUNCTION_TRAIT_PREFIX):].split('_')[0]
         _, found = self.require_accelerator_providers()
         free = []
         for rp_uuid, rp in sorted(found.items()):
-            if 'FPGA' not in rp['inventories']:
+            if ('FPGA' not in rp['inventories']
+                    or vendor_trait not in rp['traits']):
                 continue
             usages = self.admin_providers.list_resource_provider_usages(
                 rp_uuid)['usages']
@@ -73,8 +92,8 @@ class FpgaReprogramTest(base.ConductorMixin,
             if not any(usages.values()) and image_trait not in functions:
                 free.append(rp)
         if not free:
-            self.skipTest('no free FPGA that does not already run '
-                          '[accelerators] fpga_image')
+            self.skipTest('no free %s FPGA that does not already run '
+                          '[accelerators] fpga_image' % vendor_trait)
         rp = free[0]
         host = rp['name'].split(acc.NAME_INFIX)[0]
         program = self.conductor.create_program(
@@ -91,7 +110,12 @@ class FpgaReprogramTest(base.ConductorMixin,
     @decorators.idempotent_id('e7c3a9d1-5f2b-4e84-9b06-1d8f4a2c6e23')
     @utils.services('compute')
     def test_reprogram_allocated_fpga_is_refused(self):
-        """An FPGA a server holds is not reprogrammed: 409."""
+        """An FPGA a server holds is not reprogrammed.
+
+        The agent proves the device unallocated once it is fenced, in the
+        background: the job is refused then (or at once, 409, when the
+        device is already known to be held).
+        """
         flavor, groups = self.accelerator_flavor('fpga_flavor')
         self.require_candidates(flavor, groups)
         server = self.create_server(flavor=flavor['id'],
@@ -101,8 +125,14 @@ class FpgaReprogramTest(base.ConductorMixin,
                          if 'FPGA' in rp['inventories'])[0]
         before = self.function_traits(rp_uuid)
         host = held[rp_uuid]['name'].split(acc.NAME_INFIX)[0]
-        self.assertRaises(lib_exc.Conflict, self.conductor.create_program,
-                          host, rp_uuid, CONF.accelerators.fpga_image)
+        try:
+            program = self.conductor.create_program(
+                host, rp_uuid, CONF.accelerators.fpga_image)['program']
+        except lib_exc.Conflict:
+            pass
+        else:
+            program = self.wait_for_program(program['id'])
+            self.assertEqual('refused', program['status'], program)
         self.assertEqual(before, self.function_traits(rp_uuid))
         server = self.servers_client.show_server(server['id'])['server']
         self.assertEqual('ACTIVE', server['status'])

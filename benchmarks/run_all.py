@@ -456,13 +456,18 @@ def _summary_rows(res: str) -> list[tuple]:
                     else:
                         parts.append('%s: n/a' % flavor)
                 span = ''
-                if ratios or lower:
-                    lo = min(ratios + lower)
-                    hi = max(ratios) if ratios else lo
+                if ratios:
                     span = 'per-VF **%.1fx-%.1fx** slower%s' % (
-                        lo, hi, ' (%s)' % ', '.join(
-                            '> %.1fx: timeout' % r for r in lower)
+                        min(ratios), max(ratios), ' (and %s where per-VF '
+                        'timed out)' % ', '.join('> %.1fx' % r
+                                                 for r in lower)
                         if lower else '')
+                elif lower:
+                    span = ('per-VF **more than %.1fx-%.1fx** slower (no '
+                            'per-VF answer within the %.0f s timeout: '
+                            'lower bounds)' % (
+                                min(lower), max(lower),
+                                scale_data['args']['timeout']))
                 rows.append((
                     'Scale: GET /allocation_candidates at {:,} hosts, '
                     'wide-tree setting %s'.format(int(hosts)) % setting,

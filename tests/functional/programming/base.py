@@ -11,6 +11,8 @@ stand-in ``fpgaconf`` / ``xbmgmt`` of tests/unit/programming/tools.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import os
 import sqlite3
@@ -275,3 +277,29 @@ def check_consistent(host: Host, address: str) -> str:
     assert state == 'failed', (state, reason, reserved)
     assert FAILED_TRAIT in traits
     return 'failed'
+
+
+@contextlib.contextmanager
+def hooked_programmer(host: Host, wrap):
+    """The Programmer ``cyborg-nova program`` builds for ``host``.
+
+    Its Placement client (the fencer's and the trait writer's too) is
+    ``wrap(client)``, for tests that intercept requests. The privsep
+    daemon it may have started is stopped afterwards.
+    """
+    from cyborg_nova.cmd import cli
+    from cyborg_nova.cmd import program as program_cmd
+
+    app = cli.CyborgNovaApp()
+    app.conf = cli.load_config([host.conf])
+    programmer = program_cmd.make_programmer(app, argparse.Namespace())
+    client = wrap(programmer.client)
+    programmer.client = client
+    programmer.fencer.client = client
+    programmer.placement.client = client
+    try:
+        yield programmer
+    finally:
+        programmer.close()
+        import privsep
+        privsep.sysfs_admin.stop()

@@ -10,9 +10,6 @@ import uuid
 from keystoneauth1 import exceptions as ks_exc
 import pytest
 
-from cyborg_nova.cmd import cli
-from cyborg_nova.cmd import hostargs
-from cyborg_nova.cmd import program as program_cmd
 from cyborg_nova import programming
 from tests.functional.programming import base
 from tests.unit.programming import fakes
@@ -57,19 +54,8 @@ class Client:
 
 @pytest.fixture
 def programmer(host):
-    app = cli.CyborgNovaApp()
-    app.conf = cli.load_config([host.conf])
-    import argparse
-    real = hostargs.placement_client(app, argparse.Namespace())
-    programmer = program_cmd.make_programmer(app, argparse.Namespace())
-    client = Client(real)
-    programmer.client = client
-    programmer.fencer.client = client
-    programmer.placement.client = client
-    yield programmer
-    programmer.close()
-    import privsep
-    privsep.sysfs_admin.stop()
+    with base.hooked_programmer(host, Client) as programmer:
+        yield programmer
 
 
 def down():

@@ -8,7 +8,6 @@ time per attempt, nothing lost from the host's state store, and the
 same end state once Placement is back as without the outage.
 """
 
-import argparse
 import random
 import threading
 import time
@@ -17,7 +16,6 @@ import pytest
 
 from cyborg_nova.cmd import cli
 from cyborg_nova.cmd import hostargs
-from cyborg_nova.cmd import program as program_cmd
 from cyborg_nova import lifecycle
 from cyborg_nova import placement
 from cyborg_nova import programming
@@ -84,17 +82,8 @@ def test_update_cycles_survive_outages_and_converge(host, live_placement):
 @pytest.fixture
 def programmer(host):
     """The Programmer ``cyborg-nova program`` builds, its client hooked."""
-    app = cli.CyborgNovaApp()
-    app.conf = cli.load_config([host.conf])
-    programmer = program_cmd.make_programmer(app, argparse.Namespace())
-    client = common.Hooked(programmer.client)
-    programmer.client = client
-    programmer.fencer.client = client
-    programmer.placement.client = client
-    yield programmer
-    programmer.close()
-    import privsep
-    privsep.sysfs_admin.stop()
+    with base.hooked_programmer(host, common.Hooked) as programmer:
+        yield programmer
 
 
 # Placement killed right before the nth request of a reprogramming:

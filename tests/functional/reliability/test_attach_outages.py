@@ -165,14 +165,14 @@ def test_attach_rides_out_a_restart_with_connect_retries(qat_host,
 
     keystoneauth retries a refused connection that many times, with
     exponential backoff (0.5 s, 1 s, 2 s...): a Placement restarting
-    (back ~2 s later) only delays the attach.
+    (back ~2 s later, more on a loaded machine) only delays the attach.
     """
     domain = domains(running=False)
     booted = qat_host.boot(domain.server)
     rp = qat_host.provider(PF)
     client = common.Hooked(adapter.Adapter(
         qat_host.client.session, service_type='placement',
-        connect_retries=4))
+        connect_retries=6))
 
     def restart():
         live_placement.kill()
@@ -183,8 +183,8 @@ def test_attach_rides_out_a_restart_with_connect_retries(qat_host,
     try:
         result = attach.attach(client, qat_host.store, qat_host.nodename,
                                guest, qat_host.accelerators[PF], count=2)
-        # Bounded: 0.5 + 1 + 2 + 4 s of backoff at most, and requests.
-        assert time.monotonic() - started < 30
+        # Bounded: 0.5 + 1 + ... + 16 s of backoff at most, and requests.
+        assert time.monotonic() - started < 60
         assert not client.pending()
         assert qat_host.allocations(domain.server)['allocations'][rp][
             'resources'] == {RC: 2}

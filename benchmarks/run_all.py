@@ -78,8 +78,10 @@ def steps(out: str, quick: bool) -> list[tuple[str, list[str], str]]:
         plan.append(('reprogram', cmd, 'reprogram.md'))
     plan += [
         ('scale', [py, script('scale.py')] + (['--quick'] if quick else [
+            # A per-VF query at 5,000 hosts takes minutes: one sample
+            # of such a cell, and a timeout that lets it answer.
             '--durable-check', '30', '--samples', '5', '--min-samples',
-            '2', '--budget', '15', '--timeout', '60']), 'scale.md'),
+            '1', '--budget', '15', '--timeout', '180']), 'scale.md'),
         ('churn', [py, script('churn.py')] + (['--quick'] if quick else [
             '--sample', '40', '--sample-vf', '8', '--duration', '120']),
          'churn.md'),
@@ -201,8 +203,9 @@ def run_steps(out: str, quick: bool, only: set | None) -> dict:
             default = os.path.join(HERE, 'results', 'reprogram.md')
             if os.path.exists(default) and default != path:
                 shutil.copy(default, path)
+        # Repository-relative: the file is committed with the results.
         done[name] = {'seconds': seconds, 'returncode': proc.returncode,
-                      'output': path,
+                      'output': os.path.relpath(path, REPO_ROOT),
                       'other_cpu_share': other / (seconds * (os.cpu_count()
                                                              or 1))}
         # After every step: an interrupted run keeps what it measured.
@@ -225,7 +228,8 @@ def run_steps(out: str, quick: bool, only: set | None) -> dict:
                           text=True)
     done['plots'] = {'seconds': time.perf_counter() - start,
                      'returncode': proc.returncode,
-                     'pngs': proc.stdout.split()}
+                     'pngs': [os.path.relpath(p, REPO_ROOT)
+                              for p in proc.stdout.split()]}
     if proc.returncode:
         print('plots FAILED:\n' + proc.stderr[-2000:])
     return done

@@ -1235,24 +1235,22 @@ def candidates_report(result: dict) -> list:
                                  _ms(vf, 'median_ms'), _ms(vf, 'p95_ms'),
                                  _cands(vf),
                                  ratio(vf, pf, args['timeout'])))
+    skipped = [
+        '- {:,} hosts, setting %s, %s, %s: %s'.format(int(hosts))
+        % (setting, shape, flavor, cell['skipped'])
+        for hosts, settings in result['candidates'].items()
+        for setting, shapes in settings.items()
+        for shape, flavors in shapes.items()
+        for flavor, cell in flavors.items() if cell.get('skipped')]
     lines += [
         '',
         '`candidates` = allocation requests returned (at most the `limit` '
         'of 1000 Nova asks for); `timeout` = no answer within the client '
         'timeout of %.0f s (the ratio is then a lower bound, `>`); `n/r` = '
-        'not run, because it timed out at the smaller size already:'
-        % args['timeout'],
+        'not run, because it timed out at the smaller size already%s'
+        % (args['timeout'], ':' if skipped else ' (none in this run).'),
         '',
-    ]
-    for hosts, settings in result['candidates'].items():
-        for setting, shapes in settings.items():
-            for shape, flavors in shapes.items():
-                for flavor, cell in flavors.items():
-                    if cell.get('skipped'):
-                        lines.append('- {:,} hosts, setting %s, %s, %s: %s'
-                                     .format(int(hosts)) % (
-                                         setting, shape, flavor,
-                                         cell['skipped']))
+    ] + skipped
     lines += [
         '',
         'Bulk fill (one process, straight into PostgreSQL):',
@@ -1386,6 +1384,9 @@ def run_and_write(run_fn, report_fn, args) -> int:
     result = run_fn(args)
     seconds = time.perf_counter() - start
     result['seconds'] = seconds
+    # The JSON is committed with the results: no path of this machine.
+    if 'output' in result.get('args', {}):
+        result['args']['output'] = os.path.relpath(args.output, REPO_ROOT)
     text = report_fn(result, seconds)
     print(text)
     os.makedirs(os.path.dirname(args.output), exist_ok=True)

@@ -4,23 +4,26 @@ One command for the whole suite:
 
     python benchmarks/run_all.py            # full run (~40 min on 2 cores)
     python benchmarks/run_all.py --quick    # small sizes (~12 min)
+    python benchmarks/run_all.py --smoke    # tiny sizes (a few minutes)
 
 Steps, each a process of its own (a failed step is reported and the rest
 still run): ``discovery.py`` (hosts of 100, 600 and 2,000 PCI functions,
 against lspci and upstream Cyborg's drivers), ``placement_traffic.py``
 (requests per compute, in Nova's functional harness),
 ``fence_latency.py`` (udev remove to Placement fenced), ``reprogram.py``
-(if present), ``scale.py`` (registration of 100 and 1,000 computes on
-SQLite and PostgreSQL; allocation candidates at 1,000 and 5,000 hosts,
-per-PF against per-VF, wide-tree setting off and on), ``churn.py``
+(FPGA reprogramming overhead and concurrency), ``scale.py``
+(registration of 100 and 1,000 computes on SQLite and PostgreSQL;
+allocation candidates at 1,000 and 5,000 hosts, per-PF against per-VF,
+wide-tree setting off and on), ``churn.py``
 (requests a minute at 1,000 computes under 1% device churn), then
 ``plots.py``.
 
 The full run writes ``benchmarks/results.md``, ``benchmarks/results/``
 and copies the plots to ``doc/source/_static/benchmarks/`` for
-``doc/source/admin/performance.rst``. ``--quick`` writes everything under
-``benchmarks/.work/quick/`` instead (not kept in git), so a quick run
-never overwrites the recorded results.
+``doc/source/admin/performance.rst``. ``--quick`` and ``--smoke`` write
+everything under ``benchmarks/.work/quick/`` or ``benchmarks/.work/smoke/``
+instead (not kept in git), so they never overwrite the recorded results;
+both keep every comparison, only the sizes shrink.
 
 Needs ``tools/setup-bench-venvs.sh`` to have run (PostgreSQL, pciutils,
 ``.venv-placement``, ``.venv-cyborg``), umockdev for the fence latency
@@ -47,52 +50,67 @@ DOC_IMAGES = os.path.join(REPO_ROOT, 'doc', 'source', '_static',
                           'benchmarks')
 
 
-def steps(out: str, quick: bool) -> list[tuple[str, list[str], str]]:
-    """(name, command, output file) of each step, in order."""
-    py = sys.executable
+# Each step's arguments by mode. The full run's sizes are the issue's
+# (discovery at 100/600/2,000 functions, registration of 100 and 1,000
+# computes, candidates at 1,000 and 5,000 hosts, churn at 1,000); its
+# flags only shorten the sampling, so that the whole run stays well under
+# an hour on 2 cores. ``smoke`` is the smallest run that still makes every
+# comparison: the test suite runs it to prove the command works.
+STEP_ARGS = {
+    'discovery': {
+        'full': ['--runs', '9'],
+        'quick': ['--runs', '5'],
+        'smoke': ['--runs', '1', '--sizes', '100']},
+    'placement-traffic': {
+        'full': ['--repeats', '1'],
+        'quick': ['--repeats', '1', '--cycles', '3', '--refreshes', '1',
+                  '--synthetic-pfs', '8'],
+        'smoke': ['--repeats', '1', '--cycles', '1', '--refreshes', '1',
+                  '--synthetic-pfs', '2']},
+    'fence-latency': {
+        'full': ['--rounds', '20'],
+        'quick': ['--rounds', '5'],
+        'smoke': ['--rounds', '2']},
+    'reprogram': {
+        'full': ['--rounds', '20', '--fpgas', '8', '--delay', '1'],
+        'quick': ['--rounds', '5', '--fpgas', '8', '--delay', '1'],
+        'smoke': ['--rounds', '2', '--fpgas', '2', '--delay', '0.2']},
+    'scale': {
+        # A per-VF query at 5,000 hosts takes minutes: one sample of
+        # such a cell, and a timeout that lets it answer.
+        'full': ['--durable-check', '30', '--samples', '5',
+                 '--min-samples', '1', '--budget', '15', '--timeout', '180'],
+        'quick': ['--quick'],
+        'smoke': ['--register-hosts', '2', '--durable-check', '2',
+                  '--candidate-hosts', '20,40', '--samples', '1',
+                  '--min-samples', '1', '--budget', '5', '--timeout', '60',
+                  '--clients', '1', '--threads', '2']},
+    'churn': {
+        'full': ['--sample', '40', '--sample-vf', '8', '--duration', '120'],
+        'quick': ['--quick'],
+        'smoke': ['--hosts', '20', '--sample', '4', '--sample-vf', '2',
+                  '--duration', '20', '--churn', '20']},
+}
+SCRIPTS = {'discovery': 'discovery.py',
+           'placement-traffic': 'placement_traffic.py',
+           'fence-latency': 'fence_latency.py', 'reprogram': 'reprogram.py',
+           'scale': 'scale.py', 'churn': 'churn.py'}
+MODES = ('full', 'quick', 'smoke')
 
-    def script(name):
-        return os.path.join(HERE, name)
-    # The full run's sizes are the issue's (discovery at 100/600/2,000
-    # functions, registration of 100 and 1,000 computes, candidates at
-    # 1,000 and 5,000 hosts, churn at 1,000); the flags only shorten the
-    # sampling so that the whole run stays well under an hour on 2 cores.
-    plan = [
-        ('discovery', [py, script('discovery.py'), '--runs',
-                       '5' if quick else '9'], 'discovery.md'),
-        ('placement-traffic', [py, script('placement_traffic.py')] + (
-            ['--repeats', '1', '--cycles', '3', '--refreshes', '1',
-             '--synthetic-pfs', '8'] if quick else ['--repeats', '1']),
-         'placement-traffic.md'),
-        ('fence-latency', [py, script('fence_latency.py'), '--rounds',
-                           '5' if quick else '20'], 'fence-latency.md'),
-    ]
-    reprogram = script('reprogram.py')
-    if os.path.exists(reprogram):
-        cmd = [py, reprogram]
-        usage = _help(reprogram)
-        if quick and '--quick' in usage:
-            cmd.append('--quick')
-        elif quick and '--rounds' in usage:
-            cmd += ['--rounds', '5']
-        plan.append(('reprogram', cmd, 'reprogram.md'))
-    plan += [
-        ('scale', [py, script('scale.py')] + (['--quick'] if quick else [
-            # A per-VF query at 5,000 hosts takes minutes: one sample
-            # of such a cell, and a timeout that lets it answer.
-            '--durable-check', '30', '--samples', '5', '--min-samples',
-            '1', '--budget', '15', '--timeout', '180']), 'scale.md'),
-        ('churn', [py, script('churn.py')] + (['--quick'] if quick else [
-            '--sample', '40', '--sample-vf', '8', '--duration', '120']),
-         'churn.md'),
-    ]
+
+def steps(out: str, mode: str) -> list[tuple[str, list[str], str]]:
+    """(name, command, output file) of each step, in order."""
     result = []
-    for name, cmd, output in plan:
-        path = os.path.join(out, 'results', output)
-        if name != 'reprogram' or '--output' in _help(reprogram):
-            cmd = cmd + ['--output', path]
-        result.append((name, cmd, path))
+    for name, script in SCRIPTS.items():
+        path = os.path.join(out, 'results', name + '.md')
+        result.append((name, [sys.executable, os.path.join(HERE, script)] +
+                       STEP_ARGS[name][mode] + ['--output', path], path))
     return result
+
+
+def mode_flag(mode: str) -> str:
+    """The option that picks ``mode`` ('' for the full run)."""
+    return '' if mode == 'full' else ' --' + mode
 
 
 class OtherCpu(threading.Thread):
@@ -155,22 +173,13 @@ class OtherCpu(threading.Thread):
         return self.total
 
 
-def _help(script: str) -> str:
-    try:
-        return subprocess.run([sys.executable, script, '--help'],
-                              capture_output=True, text=True, timeout=120,
-                              cwd=REPO_ROOT).stdout
-    except (OSError, subprocess.SubprocessError):
-        return ''
-
-
 def _log_dir(out: str) -> str:
     # Logs of a full run stay out of git (benchmarks/.work is ignored).
     return os.path.join(HERE, '.work', 'logs') if out == HERE else \
         os.path.join(out, 'logs')
 
 
-def run_steps(out: str, quick: bool, only: set | None) -> dict:
+def run_steps(out: str, mode: str, only: set | None) -> dict:
     env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join(
         p for p in (REPO_ROOT, env.get('PYTHONPATH')) if p)
@@ -180,7 +189,7 @@ def run_steps(out: str, quick: bool, only: set | None) -> dict:
     os.makedirs(log_dir, exist_ok=True)
     os.makedirs(os.path.join(out, 'results'), exist_ok=True)
     done = {}
-    for name, cmd, path in steps(out, quick):
+    for name, cmd, path in steps(out, mode):
         if only and name not in only:
             continue
         shown = [os.path.relpath(c, REPO_ROOT) if c.startswith(REPO_ROOT)
@@ -197,12 +206,6 @@ def run_steps(out: str, quick: bool, only: set | None) -> dict:
         # CPU the rest of the machine used meanwhile (other users' work
         # competes for the same cores and slows what is measured).
         other = sampler.stop()
-        if name == 'reprogram' and proc.returncode == 0 and \
-                not os.path.exists(path):
-            # It writes to its own default place.
-            default = os.path.join(HERE, 'results', 'reprogram.md')
-            if os.path.exists(default) and default != path:
-                shutil.copy(default, path)
         # Repository-relative: the file is committed with the results.
         done[name] = {'seconds': seconds, 'returncode': proc.returncode,
                       'output': os.path.relpath(path, REPO_ROOT),
@@ -359,23 +362,29 @@ def _summary_rows(res: str) -> list[tuple]:
         whole = _md_rows(reprogram, 'whole reprogramming')
         serial = _md_rows(reprogram, 'one at a time')
         par = _md_rows(reprogram, 'all at once')
+        requests = re.search(r'Placement requests per reprogramming: '
+                             r'([\d/]+)', reprogram)
+        concurrency = re.search(r'^## Concurrency: (\d+) FPGAs of one host, '
+                                r'each load taking (\S+) s', reprogram, re.M)
         if over and whole:
             rows.append((
                 'FPGA reprogramming: orchestration overhead',
                 'cyborg-nova\'s steps around the bitstream load (validate, '
                 'fence, prove unallocated, verify, swap traits, unfence: '
-                'about 10 Placement requests) vs the whole reprogramming; no '
+                '%s Placement requests) vs the whole reprogramming; no '
                 'peer measured (Nova cannot reprogram, upstream Cyborg\'s '
-                'program API was not run here)',
+                'program API was not run here)'
+                % (requests.group(1) if requests else 'n/a'),
                 'overhead median %s ms (worst %s) of %s ms' % (
                     over[0][1], over[0][3], whole[0][1]),
                 'overhead = %.0f%% of a reprogramming with a %s ms load'
                 % (100 * float(over[0][1]) / float(whole[0][1]),
                    '%.0f' % (float(whole[0][1]) - float(over[0][1]))),
                 '%s, Placement 16 (wsgiref, SQLite)' % machine_base()))
-        if serial and par:
+        if serial and par and concurrency:
             rows.append((
-                'FPGA reprogramming: 8 FPGAs of one host, 1 s loads',
+                'FPGA reprogramming: %s FPGAs of one host, %s s loads'
+                % concurrency.groups(),
                 'all at once (program_concurrency) vs one at a time',
                 '%s s vs %s s' % (par[0][1], serial[0][1]),
                 '%.1fx faster' % (float(serial[0][1]) / float(par[0][1])),
@@ -508,7 +517,7 @@ def _summary_rows(res: str) -> list[tuple]:
     return rows
 
 
-def write_results_md(out: str, res: str, done: dict, quick: bool,
+def write_results_md(out: str, res: str, done: dict, mode: str,
                      total: float, results_md: str) -> None:
     rows = summary_rows(res, done)
     lines = [
@@ -518,7 +527,7 @@ def write_results_md(out: str, res: str, done: dict, quick: bool,
         'Every row is measured on this machine unless it says ESTIMATE or '
         'extrapolated; the details of each benchmark follow the table, '
         'and `%s` holds each benchmark\'s own file.'
-        % (' --quick' if quick else '', total / 60.0, machine_base(),
+        % (mode_flag(mode), total / 60.0, machine_base(),
            os.path.relpath(res, REPO_ROOT)),
         '',
         '| benchmark | what was compared | result | ratio | machine |',
@@ -574,7 +583,7 @@ DOC_TABLES = [
     ('fence.inc', 'fence-latency.md', '', 0),
     ('fence-anchors.inc', 'fence-latency.md', '## Anchors', 0),
     ('reprogram.inc', 'reprogram.md', '', 0),
-    ('reprogram-concurrency.inc', 'reprogram.md', '## 8 FPGAs', 0),
+    ('reprogram-concurrency.inc', 'reprogram.md', '## Concurrency', 0),
     ('churn.inc', 'churn.md', '', 0),
 ]
 
@@ -625,7 +634,7 @@ def rst_table(rows: list[list[str]]) -> str:
     return '\n'.join(line.rstrip() for line in out) + '\n'
 
 
-def write_doc_tables(res: str, dest: str, done: dict, quick: bool,
+def write_doc_tables(res: str, dest: str, done: dict, mode: str,
                      total: float) -> list[str]:
     """reST tables of the recorded results for performance.rst."""
     os.makedirs(dest, exist_ok=True)
@@ -641,7 +650,7 @@ def write_doc_tables(res: str, dest: str, done: dict, quick: bool,
              'Machine']] + [list(r) for r in summary_rows(res, done)]
     with open(os.path.join(dest, 'summary.inc'), 'w') as f:
         f.write('Recorded with ``python benchmarks/run_all.py%s``: %.0f '
-                'minutes on %s.' % (' --quick' if quick else '',
+                'minutes on %s.' % (mode_flag(mode),
                                     total / 60.0, machine_base()))
         steps = [(n, d) for n, d in done.items() if 'other_cpu_share' in d]
         if steps:
@@ -657,44 +666,57 @@ def write_doc_tables(res: str, dest: str, done: dict, quick: bool,
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--quick', action='store_true',
-                        help='small sizes, written to benchmarks/.work/'
-                             'quick/')
+    sizes = parser.add_mutually_exclusive_group()
+    sizes.add_argument('--quick', dest='mode', action='store_const',
+                       const='quick', default='full',
+                       help='smaller sizes, every comparison kept (~12 min); '
+                            'written to benchmarks/.work/quick/')
+    sizes.add_argument('--smoke', dest='mode', action='store_const',
+                       const='smoke',
+                       help='the smallest sizes that still run every step '
+                            'and comparison (a few minutes), to check a '
+                            'machine before a long run; written to '
+                            'benchmarks/.work/smoke/')
     parser.add_argument('--only', default='',
                         help='comma-separated steps to run (the others\' '
-                             'last results are reused)')
+                             'last results are reused): %s'
+                             % ', '.join(SCRIPTS))
     parser.add_argument('--report-only', action='store_true',
                         help='rebuild results.md and plots, run nothing')
     parser.add_argument('--out', default=None,
                         help='where results.md and results/ go (default: '
-                             'benchmarks/, or benchmarks/.work/quick/ with '
-                             '--quick)')
+                             'benchmarks/ for the full run, '
+                             'benchmarks/.work/<mode>/ otherwise)')
     args = parser.parse_args(argv)
-    out = args.out or (os.path.join(HERE, '.work', 'quick') if args.quick
-                       else HERE)
+    only = {s for s in args.only.split(',') if s} or None
+    if only and only - set(SCRIPTS):
+        parser.error('unknown step(s) %s; the steps are: %s' % (
+            ', '.join(sorted(only - set(SCRIPTS))), ', '.join(SCRIPTS)))
+    mode = args.mode
+    out = args.out or (HERE if mode == 'full' else
+                       os.path.join(HERE, '.work', mode))
     res = os.path.join(out, 'results')
     os.makedirs(res, exist_ok=True)
     start = time.perf_counter()
-    only = {s for s in args.only.split(',') if s} or None
     done_path = os.path.join(res, 'steps.json')
     done = _read(done_path) or {}
     if args.report_only:
         subprocess.run([sys.executable, os.path.join(HERE, 'plots.py'),
                         '--results', res], cwd=REPO_ROOT, check=False)
     else:
-        done.update(run_steps(out, args.quick, only))
+        done.update(run_steps(out, mode, only))
         with open(done_path, 'w') as f:
             json.dump(done, f, indent=1)
     total = sum(d['seconds'] for d in done.values()) if (
         only or args.report_only) else time.perf_counter() - start
     results_md = os.path.join(out, 'results.md')
-    write_results_md(out, res, done, args.quick, total, results_md)
-    if not args.quick and args.out is None:
+    write_results_md(out, res, done, mode, total, results_md)
+    if mode == 'full' and args.out is None:
         os.makedirs(DOC_IMAGES, exist_ok=True)
         for png in os.listdir(res):
             if png.endswith('.png'):
                 shutil.copy(os.path.join(res, png), DOC_IMAGES)
-        write_doc_tables(res, DOC_IMAGES, done, args.quick, total)
+        write_doc_tables(res, DOC_IMAGES, done, mode, total)
     print('wrote %s (%.0f min)' % (os.path.relpath(results_md, REPO_ROOT),
                                    total / 60.0))
     return 1 if any(d.get('returncode') for d in done.values()) else 0

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian machine with python3:
-# installs what it needs (tools/setup-env.sh), then runs
+# installs what it needs (tools/setup-env.sh, tools/setup-bench-venvs.sh),
+# then runs
 #   1. the project's own tests (unit, functional, udev under umockdev),
 #   2. the tests inside Nova's functional harness on Nova 34 (own process:
 #      Nova's harness patches eventlet),
@@ -10,6 +11,9 @@
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/tools/setup-env.sh" test || exit 1
+# The benchmark smoke test runs benchmarks/run_all.py --smoke: PostgreSQL,
+# Placement under gunicorn and upstream Cyborg, each in a venv of its own.
+"$top/tools/setup-bench-venvs.sh" || exit 1
 venv=${CYBORG_NOVA_VENV:-$top/.venv}
 cd "$top"
 reports=$(mktemp -d)

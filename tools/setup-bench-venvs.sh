@@ -69,7 +69,7 @@ if [ -x "$bench_venv/bin/python" ] && \
         ! "$bench_venv/bin/python" -c 'import matplotlib' 2>/dev/null; then
     echo "Installing matplotlib into $bench_venv (the plots)"
     "$bench_venv/bin/python" -m pip -q --disable-pip-version-check \
-        install matplotlib
+        install matplotlib 2> >(grep -v "^WARNING: Location '" >&2)
 fi
 
 "$top/.venv-placement/bin/python" - <<'PY'

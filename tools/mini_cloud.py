@@ -369,6 +369,9 @@ class Cloud(object):
 
     def setup_nova(self):
         self.nova_conf = self.write('nova.conf', conf.nova(self.c))
+        # The same library as the FPGA host's: nova-api validates flavors'
+        # bitstream names against it.
+        self.write_bitstreams(os.path.join(self.work, 'nova', 'bitstreams'))
         # Nova's WSGI application reads its paste file from the first of
         # its configuration files.
         shutil.copy(os.path.join(self.venv, 'etc', 'nova', 'api-paste.ini'),
@@ -412,7 +415,7 @@ class Cloud(object):
     def write_bitstreams(self, directory):
         """The FPGA host's bitstream library: one GBS and its manifest."""
         from cyborg_nova import bitstreams
-        os.makedirs(directory)
+        os.makedirs(directory, exist_ok=True)
         name = FPGA_IMAGE + '.gbs'
         with open(os.path.join(directory, name), 'wb') as f:
             f.write(bitstreams.make_gbs(FPGA_INTERFACE_ID, FPGA_IMAGE_AFU_ID,
@@ -504,15 +507,30 @@ class Cloud(object):
             'OS_PLACEMENT_API_VERSION': '1.39',
         }
 
-    def cli(self, *argv, user='admin', project='admin', show=False):
+    def cli(self, *argv, user='admin', project='admin', show=False,
+            refused=False, compute_api=None):
+        """``openstack argv``'s output; with ``refused``, its error.
+
+        ``compute_api`` sets the compute microversion (Nova validates
+        flavor extra specs from 2.86).
+        """
         cmd = ['openstack'] + list(argv)
         if show:
             print('\n$ %s' % ' '.join(cmd), flush=True)
+        env = self.cli_env(user, project)
+        if compute_api:
+            env['OS_COMPUTE_API_VERSION'] = compute_api
         result = subprocess.run(
             [self.bin('openstack')] + list(argv),
-            env=self.cli_env(user, project), capture_output=True, text=True)
+            env=env, capture_output=True, text=True)
         if show:
-            print(result.stdout, end='', flush=True)
+            print(result.stdout if not refused else result.stderr, end='',
+                  flush=True)
+        if refused:
+            if not result.returncode:
+                raise Failure('openstack %s was accepted; it should have '
+                              'been refused' % ' '.join(argv))
+            return result.stderr
         if result.returncode:
             raise Failure('openstack %s failed: %s'
                           % (' '.join(argv), result.stderr.strip()))
@@ -556,6 +574,7 @@ class Cloud(object):
                  '--vcpus', '1', '--property', 'resources:FPGA=1',
                  '--property', 'trait:CUSTOM_FPGA_INTEL=required',
                  'fpga.operator', show=True)
+        self.check_bitstream_specs()
         out = self.cli('server', 'create', '--flavor', 'fpga.operator',
                        '--image', 'tiny', '--nic', 'none', '--wait',
                        'operator-fpga', user='demo', project='demo',
@@ -580,6 +599,34 @@ class Cloud(object):
         if not ok:
             raise Failure('operator commands: server %s on %s' % (status,
                                                                   host))
+
+    def check_bitstream_specs(self):
+        """Nova's API validates the cyborg_nova: extra specs.
+
+        A library entry is taken, an unknown name and a misspelled key
+        are refused with a message that says why (on the flavor of
+        :meth:`operator_commands`; the accepted one is removed again).
+        """
+        self.cli('flavor', 'set', '--property',
+                 'cyborg_nova:bitstream=%s' % FPGA_IMAGE, 'fpga.operator',
+                 show=True, compute_api='2.86')
+        self.cli('flavor', 'unset', '--property', 'cyborg_nova:bitstream',
+                 'fpga.operator', compute_api='2.86')
+        checks = [
+            ('cyborg_nova:bitstream=no-such-afu',
+             "'no-such-afu' is not a bitstream of the library"),
+            ('cyborg_nova:bitsream=%s' % FPGA_IMAGE,
+             'cyborg_nova:bitsream'),
+        ]
+        for prop, expected in checks:
+            err = self.cli('flavor', 'set', '--property', prop,
+                           'fpga.operator', show=True, refused=True,
+                           compute_api='2.86')
+            if expected not in err:
+                raise Failure('openstack flavor set --property %s: refused '
+                              'without saying %r: %s'
+                              % (prop, expected, err.strip()))
+        print('OPERATOR: bitstream extra specs validated (ok)', flush=True)
 
     def tempest(self):
         for name, props in FLAVORS:

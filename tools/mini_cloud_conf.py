@@ -162,6 +162,11 @@ def nova(c, host=None, profile_root=None, state_dir=None):
             'bitstream_dir': state_dir + '/bitstreams',
         }
         sections['compute'] = {'resource_provider_association_refresh': '5'}
+    else:
+        # nova-api checks a flavor's cyborg_nova:bitstream against the
+        # library's manifest (cyborg_nova.extra_specs).
+        sections['cyborg_nova'] = {
+            'bitstream_dir': c['work'] + '/nova/bitstreams'}
     return ini(sections)
 
 

@@ -39,6 +39,10 @@ def test_mini_cloud(tmp_path):
     assert '$ openstack flavor create' in out, tail
     assert "trait:CUSTOM_FPGA_INTEL='required'" in out, tail
     assert 'OPERATOR: server ACTIVE on mc-fpga (ok)' in out, tail
+    # Nova's API took the library entry and refused the unknown name and
+    # the misspelled key (the command checks each message).
+    assert 'OPERATOR: bitstream extra specs validated (ok)' in out, tail
+    assert "'no-such-afu' is not a bitstream of the library" in out, tail
     listing = out.split('$ openstack resource provider list', 1)[1]
     assert 'mc-fpga_accelerator_0000:5e:00.0' in listing
     assert 'mc-gpu_accelerator_0000:3b:00.0' in listing

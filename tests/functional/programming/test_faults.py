@@ -1,8 +1,8 @@
 """Placement failing or racing at given moments of a reprogramming.
 
 The Programmer runs in this process against the real Placement, its
-client wrapped so a test can fail a request or act (as another writer)
-right before one is sent.
+client wrapped (``common.Hooked``) so a test can fail a request or act
+(as another writer) right before one is sent.
 """
 
 import uuid
@@ -12,49 +12,15 @@ import pytest
 
 from cyborg_nova import programming
 from tests.functional.programming import base
+from tests.functional.reliability import common
 from tests.unit.programming import fakes
 
 PAC0 = fakes.PAC0
 
 
-class Client:
-    """A keystoneauth adapter whose requests a test can intercept.
-
-    ``hooks`` are ``(method, url fragment, action)``: before a matching
-    request, ``action()`` runs; if it returns an exception, that is
-    raised instead of sending the request. Each hook fires once unless
-    its action returns ``'again'``.
-    """
-
-    def __init__(self, real) -> None:
-        self.real = real
-        self.session = real.session
-        self.hooks = []
-
-    def _hooked(self, method, url):
-        for hook in list(self.hooks):
-            verb, fragment, action = hook
-            if verb == method and fragment in url:
-                result = action()
-                if result != 'again':
-                    self.hooks.remove(hook)
-                if isinstance(result, Exception):
-                    raise result
-                return
-
-    def __getattr__(self, name):
-        if name not in ('get', 'put', 'post', 'delete'):
-            return getattr(self.real, name)
-
-        def call(url, **kwargs):
-            self._hooked(name, url)
-            return getattr(self.real, name)(url, **kwargs)
-        return call
-
-
 @pytest.fixture
 def programmer(host):
-    with base.hooked_programmer(host, Client) as programmer:
+    with base.hooked_programmer(host, common.Hooked) as programmer:
         yield programmer
 
 
@@ -67,9 +33,9 @@ def test_unfence_waits_for_placement_then_recovery_finishes(host,
     # Traits swapped, then Placement goes away for the unfence (the
     # fence's inventory write comes before the load, which writes the
     # new trait).
-    programmer.client.hooks.append(
-        ('put', '/traits', lambda: programmer.client.hooks.append(
-            ('put', '/inventories', down))))
+    programmer.client.on(
+        'before', 'PUT', '/traits', lambda: programmer.client.on(
+            'before', 'PUT', '/inventories', down))
     programmer.placement.attempts = 1
     programmer.fencer.attempts = 1
     job = programmer.program(host.nodename, PAC0, 'intel/nlb3.gbs')
@@ -104,9 +70,9 @@ def test_trait_conflicts_are_retried_and_other_traits_kept(host,
         hooked.append(1)
         if len(hooked) == 1:
             # The first GET of the traits happened; write before the PUT.
-            programmer.client.hooks.append(('put', '/traits',
-                                            operator_writes))
-    programmer.client.hooks.append(('get', '/traits', after_get))
+            programmer.client.on('before', 'PUT', '/traits',
+                                 operator_writes)
+    programmer.client.on('before', 'GET', '/traits', after_get)
     job = programmer.program(host.nodename, PAC0, 'intel/nlb3.gbs')
     assert job.status == programming.SUCCEEDED, job
     traits = host.traits(PAC0)
@@ -138,9 +104,9 @@ def test_an_allocation_behind_a_stale_unfence_fails_the_job(host,
         host.allocate(PAC0, consumer)
     # Armed by the proof (GET allocations); acts after the load, right
     # before the swap reads the provider's traits.
-    programmer.client.hooks.append(
-        ('get', '/allocations', lambda: programmer.client.hooks.append(
-            ('get', '/traits', stale_writer))))
+    programmer.client.on(
+        'before', 'GET', '/allocations', lambda: programmer.client.on(
+            'before', 'GET', '/traits', stale_writer))
     job = programmer.program(host.nodename, PAC0, 'intel/nlb3.gbs')
     assert job.status == programming.FAILED
     assert consumer in job.error and 'while fenced' in job.error
@@ -151,10 +117,8 @@ def test_an_allocation_behind_a_stale_unfence_fails_the_job(host,
 
 def test_a_fence_that_cannot_be_written_refuses(host, programmer):
     programmer.fencer.attempts = 2
-    programmer.client.hooks.append(('put', '/inventories/FPGA',
-                                    lambda: down()))
-    programmer.client.hooks.append(('put', '/inventories/FPGA',
-                                    lambda: down()))
+    programmer.client.on('before', 'PUT', '/inventories/FPGA', down)
+    programmer.client.on('before', 'PUT', '/inventories/FPGA', down)
     generation = host.generation(PAC0)
     job = programmer.program(host.nodename, PAC0, 'intel/nlb3.gbs')
     assert job.status == programming.REFUSED
@@ -164,7 +128,7 @@ def test_a_fence_that_cannot_be_written_refuses(host, programmer):
 
 
 def test_placement_unreadable_at_the_proof_refuses(host, programmer):
-    programmer.client.hooks.append(('get', '/allocations', lambda: down()))
+    programmer.client.on('before', 'GET', '/allocations', down)
     job = programmer.program(host.nodename, PAC0, 'intel/nlb3.gbs')
     assert job.status == programming.REFUSED
     assert 'cannot prove' in job.error

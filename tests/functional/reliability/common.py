@@ -112,8 +112,11 @@ class Hooked:
 
     :meth:`on` adds ``action`` to run before (or once answered, after)
     the ``nth`` request of ``METHOD`` whose url holds ``fragment``; each
-    fires once. Both ``request(url, method)`` and ``get(url)``-style
-    calls are seen. Everything else is the real adapter's.
+    fires once. An action run before a request that returns an
+    exception has it raised instead of the request being sent (a fault
+    the client sees). Both ``request(url, method)`` and
+    ``get(url)``-style calls are seen. Everything else is the real
+    adapter's.
     """
 
     def __init__(self, real) -> None:
@@ -135,7 +138,9 @@ class Hooked:
                 hook[3] -= 1
                 if not hook[3]:
                     self.hooks.remove(hook)
-                    hook[4]()
+                    result = hook[4]()
+                    if isinstance(result, Exception):
+                        raise result
 
     def request(self, url, method, **kwargs):
         self._fire('before', method, url)

@@ -103,12 +103,32 @@ def test_agent_and_update_killed_under_load(host):
         assert resp.status_code in (202, 409), resp.text
         time.sleep(0.1)
 
+    # Agents started and not yet stopped: a failing assertion must not
+    # leave one running after the test.
+    running = []
+
     def start_agent():
         agent = host.agent(extra={'cyborg_agent': {
             'discovery_interval': '1'}})
         agent.setUp()
+        running.append(agent)
         holder['agent'] = agent
         return agent
+
+    def stop_agent(agent):
+        if agent in running:
+            running.remove(agent)
+            agent.cleanUp()
+    try:
+        _agent_and_update_killed(host, rng, holder, start_agent,
+                                 stop_agent, discover, program)
+    finally:
+        for agent in list(running):
+            stop_agent(agent)
+
+
+def _agent_and_update_killed(host, rng, holder, start_agent, stop_agent,
+                             discover, program):
     agent = start_agent()
     worker = common.UpdateWorker(host, interval=0.05)
     load = Load(discover, program).start()
@@ -120,7 +140,7 @@ def test_agent_and_update_killed_under_load(host):
             victims = VICTIMS[i % len(VICTIMS)]
             if 'agent' in victims:
                 agent.proc.kill()
-                agent.cleanUp()
+                stop_agent(agent)
             if 'update' in victims:
                 # Killed while it cycles, not while it imports Nova.
                 worker.wait_cycles(3, timeout=120)
@@ -146,7 +166,7 @@ def test_agent_and_update_killed_under_load(host):
         jobs = host.jobs()
         assert all(j['status'] != 'running' for j in jobs), jobs
     finally:
-        agent.cleanUp()
+        stop_agent(agent)
     assert placement_mod.integrity(host.state_path) == 'ok'
     # Each device ends consistent: traits match what is loaded and it is
     # offered, or fenced and failed.
@@ -247,6 +267,17 @@ def test_conductor_killed_under_load(tmp_path):
                 'bitstream': 'intel/nlb3.gbs'}, timeout=10)
         assert status == 202, body
         acked_jobs.add(body['program']['id'])
+    try:
+        _conductor_killed(rng, agent, conductor, hosts, acked_hosts,
+                          acked_jobs, hello, post_job)
+    finally:
+        # Idempotent: nothing outlives a failed assertion.
+        conductor.stop()
+        agent.stop()
+
+
+def _conductor_killed(rng, agent, conductor, hosts, acked_hosts,
+                      acked_jobs, hello, post_job):
     load = Load(hello, hello, post_job).start()
     try:
         for _ in range(CONDUCTOR_KILLS):

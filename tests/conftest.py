@@ -24,3 +24,11 @@ def host_tree(tmp_path):
         hosttree.build_tree(profile, root)
         return root
     return build
+
+
+def pytest_terminal_summary(terminalreporter):
+    from tests import counts
+    if counts.LINES:
+        terminalreporter.section('inputs tried, faults injected')
+        for line in counts.LINES:
+            terminalreporter.write_line(line)

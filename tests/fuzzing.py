@@ -9,14 +9,16 @@ generation mode)::
         tests/unit/fuzz tests/functional/agent/test_schemathesis.py \\
         tests/functional/conductor/test_schemathesis.py
 
-Every target prints how many inputs it tried (run pytest with ``-s`` or
-read the captured output of a failure).
+Every target reports how many inputs it tried: pytest's summary lists
+them (:mod:`tests.counts`).
 """
 
 import os
 import sys
 
 import hypothesis
+
+from tests import counts
 
 ENV = 'CYBORG_NOVA_FUZZ_EXAMPLES'
 
@@ -51,11 +53,10 @@ def settings(default: int, **kwargs) -> hypothesis.settings:
 
 
 def report(target: str, tried: int, **details) -> str:
-    """Print (and return) one line: the target and the inputs tried."""
+    """Report (and return) one line: the target and the inputs tried."""
     extra = ''.join(', %s: %s' % item for item in sorted(details.items()))
-    line = 'fuzz %s: %d inputs tried, no crash%s' % (target, tried, extra)
-    print('\n' + line)
-    return line
+    return counts.record('fuzz %s: %d inputs tried, no crash%s'
+                         % (target, tried, extra))
 
 
 # -- what a call wrote ---------------------------------------------------

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # A mini-cloud on this machine: real Keystone, Glance, Placement, Neutron
-# (API only), Nova (API, conductor, scheduler, two nova-compute with
-# compute_driver = cyborg_nova.FakeDriver on fake host trees), RabbitMQ,
-# MariaDB, two cyborg-nova agents and the conductor-lite, all on loopback;
-# then the project's tempest plugin tests and the operator's openstack
-# commands against it; then everything it started is stopped.
+# (API only), Nova (API, conductor, scheduler, three nova-compute with
+# compute_driver = cyborg_nova.FakeDriverWithoutFakeNodes on fake host
+# trees), RabbitMQ,
+# MariaDB, a cyborg-nova agent per compute and the conductor-lite, all on
+# loopback; then the operator's openstack commands (and a kill -9 of a
+# nova-compute it must recover from) and the project's tempest plugin
+# tests against it; then everything it started is stopped.
 #
 #   tools/mini-cloud.sh             run, test, stop
 #   tools/mini-cloud.sh --keep      run, test, leave the cloud up
@@ -56,8 +58,8 @@ install_venv() {
         touch "$stamp"
     fi
     # The project itself, always fresh and never editable: nova-compute
-    # loads cyborg_nova.FakeDriver through the nova/virt/cyborg_nova.py
-    # module only a real install places.
+    # loads cyborg_nova.FakeDriverWithoutFakeNodes through the
+    # nova/virt/cyborg_nova.py module only a real install places.
     quiet_pip --no-deps --force-reinstall "$top"
 }
 

@@ -4,11 +4,15 @@ Starts, on loopback only, MariaDB and RabbitMQ (Debian's, as private
 instances with their own data directories and ports), Keystone (fernet),
 Glance (file store), Placement, Neutron's API (ML2, no agents: Nova asks
 it for ports when it deletes a server), Nova's API, conductor and
-scheduler, two nova-compute processes with ``compute_driver =
-cyborg_nova.FakeDriver`` reading two fake sysfs trees, a cyborg-nova agent
-per compute and the conductor-lite. Then it writes a tempest.conf, runs
-the project's tempest plugin tests, runs the operator's ``openstack``
-commands, and stops every process it started, by PID.
+scheduler, three nova-compute processes with ``compute_driver =
+cyborg_nova.FakeDriverWithoutFakeNodes`` (restartable) reading fake sysfs
+trees of three host profiles (FPGAs, GPUs, QAT and SR-IOV NICs: a host
+for every scenario of the tempest plugin), a cyborg-nova agent per
+compute and the conductor-lite. Then it runs the operator's
+``openstack`` commands (and, while their server holds an FPGA, kills the
+FPGA host's nova-compute with SIGKILL and checks it recovers: see
+mini_cloud_crash.py), writes a tempest.conf, runs the project's tempest
+plugin tests, and stops every process it started, by PID.
 
 State and logs live in ``--work-dir`` (default ``.mini-cloud`` in the
 repository), made afresh on every start.
@@ -28,12 +32,14 @@ import urllib.error
 import urllib.request
 
 import mini_cloud_conf as conf
+import mini_cloud_crash as crash
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The computes: host name and fake host profile.
-COMPUTES = [('mc-fpga', 'fpga-host'), ('mc-gpu', 'gpu-host')]
+COMPUTES = [('mc-fpga', 'fpga-host'), ('mc-gpu', 'gpu-host'),
+            ('mc-crypto', 'crypto-nic-host')]
 #: What the tempest plugin should find in Placement for these profiles.
-EXPECTED_RCS = ['FPGA', 'PGPU', 'VGPU']
+EXPECTED_RCS = ['FPGA', 'PGPU', 'VGPU', 'CUSTOM_QAT']
 EXPECTED_TRAITS = ['CUSTOM_FPGA_INTEL', 'CUSTOM_FPGA_XILINX',
                    'CUSTOM_NVIDIA_1EB8']
 #: The flavors the tempest plugin boots with, as an operator creates them.
@@ -564,8 +570,8 @@ class Cloud(object):
         self.start_computes()
         self.start_cyborg()
         self.wait_for_computes()
-        log('Nova and two computes up, agents and conductor-lite started '
-            '(%.0fs)' % (time.time() - steps))
+        log('Nova and %d computes up, agents and conductor-lite started '
+            '(%.0fs)' % (len(self.computes), time.time() - steps))
         self.upload_image()
 
     def operator_commands(self):
@@ -591,6 +597,18 @@ class Cloud(object):
         out = self.cli('resource', 'provider', 'list', show=True)
         ok = (status == 'ACTIVE' and host == COMPUTES[0][0]
               and '%s_accelerator_0000:5e:00.0' % COMPUTES[0][0] in out)
+        if ok:
+            # While the server holds its FPGA: kill -9 of its compute.
+            try:
+                print('CRASH: %s (ok)' % crash.kill_compute(self, server_id),
+                      flush=True)
+            except crash.CrashFailure as e:
+                raise Failure('nova-compute killed: %s' % e)
+            server = json.loads(self.cli('server', 'show', server_id, '-f',
+                                         'json'))
+            if server['status'] != 'ACTIVE':
+                raise Failure('after the kills the server is %s'
+                              % server['status'])
         self.cli('server', 'delete', '--wait', 'operator-fpga', user='demo',
                  project='demo', show=True)
         self.cli('flavor', 'delete', 'fpga.operator')

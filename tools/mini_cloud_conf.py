@@ -152,7 +152,7 @@ def nova(c, host=None, profile_root=None, state_dir=None):
     if host:
         sections['DEFAULT'].update({
             'host': host,
-            'compute_driver': 'cyborg_nova.FakeDriver',
+            'compute_driver': 'cyborg_nova.FakeDriverWithoutFakeNodes',
             'resume_guests_state_on_host_boot': 'False',
         })
         sections['cyborg_nova'] = {

@@ -62,7 +62,7 @@ fill() {
 
 fill "$top/.venv-placement" 'openstack-placement==16.0.0' 'SQLAlchemy<2.1' \
     gunicorn psycopg2-binary PyMySQL
-fill "$top/.venv-cyborg" openstack-cyborg
+fill "$top/.venv-cyborg" 'openstack-cyborg==17.0.0'
 
 bench_venv=${BENCH_VENV:-$top/.venv}
 if [ -x "$bench_venv/bin/python" ] && \

@@ -6,7 +6,25 @@ from cyborg_nova.virt import extension
 
 
 class FakeDriver(extension.AcceleratorProviderMixin, fake.FakeDriver):
-    """``compute_driver = cyborg_nova.FakeDriver``."""
+    """``compute_driver = cyborg_nova.FakeDriver``.
+
+    Nova's FakeDriver gives its node a new uuid in every process, which
+    suits Nova's functional harness (several computes in one process) but
+    not a nova-compute service that restarts: use
+    :class:`FakeDriverWithoutFakeNodes` there.
+    """
+
+
+class FakeDriverWithoutFakeNodes(extension.AcceleratorProviderMixin,
+                                 fake.FakeDriverWithoutFakeNodes):
+    """``compute_driver = cyborg_nova.FakeDriverWithoutFakeNodes``.
+
+    Nova's FakeDriverWithoutFakeNodes with accelerators: one node named
+    after ``[DEFAULT] host``, whose uuid is kept in ``compute_id`` under
+    ``[DEFAULT] state_path`` as real drivers keep it, so nova-compute can
+    be stopped (or killed) and started again. One compute per process:
+    for devstack and test clouds, not for Nova's functional harness.
+    """
 
 
 class MediumFakeDriver(extension.AcceleratorProviderMixin,

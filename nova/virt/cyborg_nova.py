@@ -11,6 +11,7 @@ import importlib
 _DRIVERS = {
     'LibvirtDriver': 'cyborg_nova.virt.libvirt',
     'FakeDriver': 'cyborg_nova.virt.fake',
+    'FakeDriverWithoutFakeNodes': 'cyborg_nova.virt.fake',
     'MediumFakeDriver': 'cyborg_nova.virt.fake',
 }
 

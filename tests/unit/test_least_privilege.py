@@ -25,7 +25,8 @@ from tests.unit.privsep import fakesysfs
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 #: What bandit scans: everything that ships.
-PACKAGES = ['cyborg_nova', 'cyborg_drivers', 'privsep', 'nova']
+PACKAGES = ['cyborg_nova', 'cyborg_drivers', 'privsep', 'nova',
+            'cyborg_nova_tempest_plugin']
 #: Where shell=True may appear nowhere: all Python of the repository.
 SKIP_DIRS = {'.venv', '.venv-nova31', 'build', '.git', '.tox', 'doc',
              'releasenotes', '__pycache__', '.eggs'}

@@ -113,10 +113,20 @@ class AgentProcess(fixtures.Fixture):
     """
 
     def __init__(self, directory: str, sections: dict,
-                 name: str = 'agent') -> None:
+                 name: str = 'agent', command: list | None = None,
+                 environ: dict | None = None) -> None:
+        """An agent to start in ``directory`` with config ``sections``.
+
+        ``command``: what runs the agent (its arguments follow), by
+        default ``python -m cyborg_nova.agent.service``; ``environ``:
+        added to its environment.
+        """
         super().__init__()
         self.directory = directory
         self.name = name
+        self.command = command or [sys.executable, '-m',
+                                   'cyborg_nova.agent.service']
+        self.environ = dict(env(), **(environ or {}))
         base = {
             'DEFAULT': {'debug': 'True'},
             'cyborg_agent': {'bind_host': '127.0.0.1', 'bind_port': '0',
@@ -134,10 +144,9 @@ class AgentProcess(fixtures.Fixture):
     def _setUp(self) -> None:
         self._log = open(self.log_path, 'w')
         self.proc = subprocess.Popen(
-            [sys.executable, '-m', 'cyborg_nova.agent.service',
-             '--config-file', self.config],
-            stdout=subprocess.PIPE, stderr=self._log, text=True, env=env(),
-            cwd=REPO_ROOT)
+            self.command + ['--config-file', self.config],
+            stdout=subprocess.PIPE, stderr=self._log, text=True,
+            env=self.environ, cwd=REPO_ROOT)
         self.addCleanup(self._stop)
         line = _readline(self.proc.stdout, 60)
         if not line.startswith('listening '):

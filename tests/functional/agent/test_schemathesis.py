@@ -17,6 +17,7 @@ import urllib.parse
 
 import pytest
 
+from tests import counts
 from tests.functional.agent import base
 from tests import fuzzing
 
@@ -82,9 +83,9 @@ def test_schemathesis_finds_no_failure(agent, tmp_path):
     with open(har) as f:
         entries = json.load(f)['log']['entries']
     statuses = [e['response']['status'] for e in entries]
-    print('\nschemathesis: %d requests, no 5xx; by status: %s'
-          % (len(entries),
-             {s: statuses.count(s) for s in sorted(set(statuses))}))
+    counts.record('agent schemathesis: %d requests, no 5xx; by status: %s'
+                  % (len(entries),
+                     {s: statuses.count(s) for s in sorted(set(statuses))}))
     by_operation = {}
     for entry in entries:
         path = urllib.parse.urlsplit(entry['request']['url']).path
@@ -94,14 +95,15 @@ def test_schemathesis_finds_no_failure(agent, tmp_path):
         status = entry['response']['status']
         by_operation[key][status] = by_operation[key].get(status, 0) + 1
     documented = {'%s %s' % op for op in OPERATIONS}
-    for key, counts in sorted(by_operation.items()):
+    for key, by_status in sorted(by_operation.items()):
         if key in documented:
-            print('  %-22s %s' % (key, dict(sorted(counts.items()))))
-    undeclared = [s for key, counts in by_operation.items()
+            counts.record('  agent %-22s %s'
+                          % (key, dict(sorted(by_status.items()))))
+    undeclared = [s for key, by_status in by_operation.items()
                   if key not in documented
-                  for s, n in counts.items() for _ in range(n)]
-    print('  undeclared methods     %d requests, statuses %s'
-          % (len(undeclared), sorted(set(undeclared))))
+                  for s, n in by_status.items() for _ in range(n)]
+    counts.record('  agent undeclared methods     %d requests, statuses %s'
+                  % (len(undeclared), sorted(set(undeclared))))
     assert len(entries) >= MINIMUM
     assert not [s for s in statuses if s >= 500]
     # Every operation was exercised (the document serves itself).

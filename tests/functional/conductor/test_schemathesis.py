@@ -14,6 +14,7 @@ import schemathesis
 from schemathesis import checks as st_checks
 from schemathesis.specs.openapi import checks as openapi_checks
 
+from tests import counts as report
 from tests.functional.conductor import conductor_fixture as cf
 from tests import fuzzing
 
@@ -79,10 +80,11 @@ def test_generated_requests(conductor, schema):
                 case.validate_response(response, checks=CHECKS)
             run()
     total = sum(sum(statuses.values()) for statuses in counts.values())
-    print('\nschemathesis: %d requests, no 5xx, every answer as '
-          'documented; by status:' % total)
+    report.record('conductor schemathesis: %d requests, no 5xx, every '
+                  'answer as documented; by status:' % total)
     for key, statuses in sorted(counts.items()):
-        print('  %-25s %s' % (key, dict(sorted(statuses.items()))))
+        report.record('  conductor %-25s %s'
+                      % (key, dict(sorted(statuses.items()))))
     assert total >= MINIMUM_REQUESTS
     # Every operation was exercised.
     assert {tuple(k.split()[:2]) for k, v in counts.items() if v} >= \

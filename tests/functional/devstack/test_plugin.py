@@ -103,7 +103,8 @@ def test_post_config_fake_virt_and_real_hardware(devstack):
     devstack('stack', 'post-config', VIRT_DRIVER='fake',
              CYBORG_NOVA_HARDWARE='real')
     conf = devstack.ini(devstack.nova_cpu_conf)
-    assert conf.get('DEFAULT', 'compute_driver') == 'cyborg_nova.FakeDriver'
+    assert conf.get('DEFAULT', 'compute_driver') == (
+        'cyborg_nova.FakeDriverWithoutFakeNodes')
     assert conf.get('cyborg_nova', 'enabled_drivers') == (
         'nvidia_gpu,intel_fpga,xilinx_fpga,intel_qat')
     assert not conf.has_section('cyborg_fake')

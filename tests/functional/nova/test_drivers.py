@@ -27,6 +27,14 @@ class TestLoadComputeDriver(base.LibvirtAcceleratorTestCase):
         self.assertIsInstance(drv, extension.AcceleratorProviderMixin)
         self.assertIsInstance(drv, nova_fake.FakeDriver)
 
+    def test_fake_driver_without_fake_nodes(self):
+        # The restartable one: its node's uuid is the host's identity, as
+        # a real driver's is.
+        drv = nova_driver.load_compute_driver(
+            nova_fake.FakeVirtAPI(), 'cyborg_nova.FakeDriverWithoutFakeNodes')
+        self.assertIsInstance(drv, extension.AcceleratorProviderMixin)
+        self.assertIsInstance(drv, nova_fake.FakeDriverWithoutFakeNodes)
+
     def test_libvirt_driver(self):
         drv = nova_driver.load_compute_driver(nova_fake.FakeVirtAPI(),
                                               'cyborg_nova.LibvirtDriver')

@@ -239,8 +239,13 @@ class Host:
         return rc, rows, err
 
     def agent(self, name: str = 'agent', extra: dict | None = None,
+              command: list | None = None, environ: dict | None = None
               ) -> agent_base.AgentProcess:
-        """An agent process on this host (not started)."""
+        """An agent process on this host (not started).
+
+        ``command`` and ``environ`` as :class:`agent_base.AgentProcess`
+        takes them.
+        """
         sections = {
             'cyborg_agent': {'discovery_interval': '0',
                              'nodename': self.nodename},
@@ -248,7 +253,8 @@ class Host:
         }
         for section, options in (extra or {}).items():
             sections.setdefault(section, {}).update(options)
-        return agent_base.AgentProcess(self.directory, sections, name=name)
+        return agent_base.AgentProcess(self.directory, sections, name=name,
+                                       command=command, environ=environ)
 
 
 def check_consistent(host: Host, address: str) -> str:

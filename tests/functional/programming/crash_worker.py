@@ -1,6 +1,11 @@
-"""Run one reprogramming as the CLI does, and SIGKILL itself at a step.
+"""Run one reprogramming, and SIGKILL the process at a journal step.
 
-``crash_worker.py CONFIG NODENAME DEVICE BITSTREAM WHEN:STEP``
+``crash_worker.py CONFIG NODENAME DEVICE BITSTREAM WHEN:STEP`` runs it as
+``cyborg-nova program`` does.
+
+``crash_worker.py agent WHEN:STEP AGENT-ARGS...`` runs the real agent
+(``cyborg_nova.agent.service``) instead; the job it is then given through
+``POST /program`` kills it.
 
 ``after:STEP`` dies right after STEP is journaled (before the next
 action); ``before:STEP`` dies right before it is journaled, i.e. once the
@@ -25,8 +30,8 @@ def die():
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def main(argv):
-    config, nodename, device, bitstream, point = argv
+def kill_at(point):
+    """Make the journal kill this process at ``point`` (``WHEN:STEP``)."""
     when, _, at = point.partition(':')
     real_step, real_create = (programming.Journal.step,
                               programming.Journal.create)
@@ -45,6 +50,15 @@ def main(argv):
             die()
     programming.Journal.step = step
     programming.Journal.create = create
+
+
+def main(argv):
+    if argv[0] == 'agent':
+        from cyborg_nova.agent import service
+        kill_at(argv[1])
+        return service.main(argv[2:])
+    config, nodename, device, bitstream, point = argv
+    kill_at(point)
     app = cli.CyborgNovaApp()
     app.conf = cli.load_config([config])
     programmer = program_cmd.make_programmer(app, argparse.Namespace())

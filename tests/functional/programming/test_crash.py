@@ -1,13 +1,15 @@
 """SIGKILL at every journal step, then a restart finishes the job.
 
-A worker process runs one reprogramming exactly as ``cyborg-nova
-program`` does (real Placement, real privsep daemon) and kills itself
-(SIGKILL) just before or just after one step is journaled. Then the
-agent starts on the host (or the CLI runs again) and recovers from the
-journal. Whatever the step, the device ends programmed, with matching
-traits and unfenced, or fenced in the failed state; never unfenced with
-traits that do not match what is loaded. Nova's next update then changes
-nothing.
+The real agent (``cyborg_nova.agent.service``) is given a reprogramming
+through ``POST /program`` (real Placement, real privsep daemon) and is
+killed (SIGKILL) just before or just after one step is journaled; so is
+a process running it as ``cyborg-nova program`` does. While nothing
+runs, Nova's update cycle keeps a device that was fenced fenced. Then the
+agent starts again on the host (or the CLI runs again) and recovers from
+the journal. Whatever the step, the device ends programmed, with
+matching traits and unfenced, or fenced in the failed state; never
+unfenced with traits that do not match what is loaded. Nova's next
+update then changes nothing.
 """
 
 import os
@@ -15,6 +17,7 @@ import subprocess
 import sys
 
 import pytest
+import requests
 
 from tests.functional.agent import base as agent_base
 from tests.functional.programming import base
@@ -47,6 +50,34 @@ POINTS = [
 ]
 
 
+# The steps during which the device must be fenced: the fence is written
+# before "fenced" is journaled, the unfence after "unfencing" is.
+FENCED_FROM, FENCED_UNTIL = 'before:fenced', 'after:unfencing'
+STEP_ORDER = [p[0] for p in POINTS[:13]]
+
+
+def crash_agent(host, point, env):
+    """The agent, given the job, killed at ``point``."""
+    agent = host.agent(name='crashing', environ=env, command=[
+        sys.executable, os.path.join(HERE, 'crash_worker.py'), 'agent',
+        point])
+    agent.setUp()
+    try:
+        try:
+            resp = agent.call('POST', '/program', json={
+                'device': PAC0, 'bitstream': 'intel/nlb3.gbs'})
+            # Killed later than the answer: the job was accepted.
+            assert resp.status_code == 202, resp.text
+        except requests.ConnectionError:
+            # Killed before it could answer (the job was created).
+            pass
+        agent.proc.wait(60)
+        assert agent.proc.returncode == -9, (agent.proc.returncode,
+                                             agent.log()[-3000:])
+    finally:
+        agent.cleanUp()
+
+
 def crash(host, point, env):
     proc = subprocess.run(
         [sys.executable, os.path.join(HERE, 'crash_worker.py'), host.conf,
@@ -59,13 +90,22 @@ def crash(host, point, env):
 
 @pytest.mark.parametrize('point, env, end', POINTS,
                          ids=[p[0] for p in POINTS])
-def test_killed_at_each_step_then_the_agent_starts(host, point, env, end):
+def test_agent_killed_at_each_step_then_restarted(host, point, env, end):
     consumer = None
     if env == 'allocated':
         consumer, env = host.allocate(PAC0), {}
-    crash(host, point, env)
+    crash_agent(host, point, env)
     (job,) = host.jobs()
     assert job['status'] == 'running', job
+    # Nova's update cycle while no agent runs: it computes reserved from
+    # the store, so a device the job had fenced stays fenced.
+    fenced = host.reserved(PAC0)
+    host.report()
+    assert host.reserved(PAC0) == fenced
+    if point in STEP_ORDER and (
+            STEP_ORDER.index(FENCED_FROM) <= STEP_ORDER.index(point)
+            <= STEP_ORDER.index(FENCED_UNTIL)):
+        assert fenced == host.inventory(PAC0)['total'], job
     if consumer:
         # The instance is gone by the time the agent comes back.
         host.deallocate(consumer)

@@ -10,6 +10,9 @@ sysfs, swaps the function trait and unfences.
 import json
 import os
 
+import pytest
+
+from cyborg_nova import providers
 from tests.functional.programming import base
 from tests.unit.programming import fakes
 
@@ -50,6 +53,21 @@ def test_program_swaps_the_function_and_nova_agrees(host):
     shown = json.loads(out)
     assert shown['status'] == 'succeeded' and shown['device'] == PAC0
     assert len(shown['steps']) == 10
+
+
+def test_device_named_by_its_provider(host):
+    # --device takes the provider's uuid or name as well as the address.
+    rc, rows, err = host.program(host.uuid(PAC0))
+    assert rc == 0, err
+    assert rows[0]['status'] == 'succeeded', rows
+    assert host.loaded(PAC0) == fakes.hexid(fakes.NLB3)
+    name = providers.provider_name(host.nodename, PAC1)
+    rc, rows, err = host.program(name, bitstream='intel/dma.gbs')
+    assert rc == 0, err
+    assert rows[0]['status'] == 'succeeded', rows
+    assert host.loaded(PAC1) == fakes.hexid(fakes.DMA_AFU)
+    assert base.check_consistent(host, PAC1) == 'unchanged'
+    assert NLB0_TRAIT not in host.traits(PAC1)
 
 
 def test_xilinx_alveo(host):
@@ -105,6 +123,15 @@ def test_refused_before_the_fence(host):
         assert words in err and 'Traceback' not in err, (name, err)
         assert len(err.strip().splitlines()) == 1, err
     assert host.generation(PAC0) == generation
+    # An xclbin for another shell than the Alveo's.
+    generation = host.generation(ALVEO)
+    rc, out, err = host.cli('program', '--nodename', host.nodename,
+                            '--device', ALVEO, '--bitstream',
+                            'other-shell.xclbin')
+    assert rc == 1 and 'incompatible' in err, (out, err)
+    assert fakes.hexid(fakes.OTHER_INTERFACE) in err, err
+    assert 'Traceback' not in err, err
+    assert host.generation(ALVEO) == generation
     assert host.jobs() == []
     assert not os.path.exists(host.tool_log)
     rc, out, err = host.cli('program', '--nodename', host.nodename,
@@ -156,6 +183,23 @@ def test_failed_load_leaves_it_fenced_and_marked(host):
     assert base.check_consistent(host, PAC0) == 'programmed'
 
 
+def test_a_load_that_did_not_happen_fails_verification(host):
+    # The tool says it loaded, sysfs still shows the old function.
+    rc, rows, err = host.program(PAC0, env={'FAKE_FPGA_LIE': '1'})
+    assert rc == 1
+    (row,) = rows
+    assert row['status'] == 'failed', row
+    assert 'verification failed' in row['error'], row
+    assert fakes.hexid(fakes.NLB0) in row['error']
+    assert host.loaded(PAC0) == fakes.hexid(fakes.NLB0)
+    # Fenced and marked; the function trait is still the loaded one.
+    assert base.check_consistent(host, PAC0) == 'failed'
+    assert NLB0_TRAIT in host.traits(PAC0)
+    assert NLB3_TRAIT not in host.traits(PAC0)
+    (job,) = host.jobs()
+    assert 'verified' not in [s[0] for s in job['steps']]
+
+
 def test_timeout_fails_the_job(placement, tmp_path):
     host = base.Host(str(tmp_path), placement.endpoint, program_timeout=1)
     host.report()
@@ -181,3 +225,31 @@ def test_all_free_in_host_concurrently(host):
     assert rc == 0, err
     assert {r['status'] for r in rows} == {'succeeded'}
     assert host.loaded(PAC1) == fakes.hexid(fakes.DMA_AFU)
+
+
+def most_at_once(times_path: str) -> int:
+    """The most loads that ran at one moment, from the tool's times."""
+    with open(times_path) as f:
+        spans = [tuple(map(float, line.split()[1:])) for line in f]
+    edges = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    running = most = 0
+    for _, change in edges:
+        running += change
+        most = max(most, running)
+    return most
+
+
+@pytest.mark.parametrize('bound', [1, 2])
+def test_concurrent_loads_stay_within_the_bound(placement, tmp_path, bound):
+    # Five PACs, loads of 0.5 s, a daemon with threads for all of them:
+    # only the bound limits how many load at once.
+    host = base.Host(str(tmp_path), placement.endpoint,
+                     profile=fakes.pac_profile(5), privsep_threads=5)
+    host.report()
+    times = os.path.join(str(tmp_path), 'times')
+    rc, rows, err = host.program(
+        extra=['--all-free-in-host', '--concurrency', str(bound)],
+        env={'FAKE_FPGA_DELAY': '0.5', 'FAKE_FPGA_TIMES': times})
+    assert rc == 0, err
+    assert [r['status'] for r in rows] == ['succeeded'] * 5, rows
+    assert most_at_once(times) == bound

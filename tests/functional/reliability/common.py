@@ -116,13 +116,16 @@ class Hooked:
     exception has it raised instead of the request being sent (a fault
     the client sees). Both ``request(url, method)`` and
     ``get(url)``-style calls are seen. Everything else is the real
-    adapter's.
+    adapter's. ``sent`` lists every request as ``(monotonic time,
+    METHOD, url, answered)``; ``answered`` is False where the client
+    raised (Placement unreachable).
     """
 
     def __init__(self, real) -> None:
         self.real = real
         self.session = getattr(real, 'session', None)
         self.hooks: list[list] = []
+        self.sent: list[tuple] = []
 
     def on(self, when: str, method: str, fragment: str, action,
            nth: int = 1) -> None:
@@ -144,7 +147,13 @@ class Hooked:
 
     def request(self, url, method, **kwargs):
         self._fire('before', method, url)
-        resp = self.real.request(url, method, **kwargs)
+        sent = time.monotonic()
+        try:
+            resp = self.real.request(url, method, **kwargs)
+        except Exception:
+            self.sent.append((sent, method.upper(), url, False))
+            raise
+        self.sent.append((sent, method.upper(), url, True))
         self._fire('after', method, url)
         return resp
 

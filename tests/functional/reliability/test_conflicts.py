@@ -18,6 +18,7 @@ from cyborg_nova import attach
 from cyborg_nova.cmd import cli
 from cyborg_nova import providers
 from cyborg_nova import state
+from tests import counts
 from tests.functional.libvirt import libvirtd_fixture
 from tests.functional.reliability import common
 from tests.unit.programming import fakes
@@ -74,10 +75,11 @@ def test_update_cycles_against_another_writer(host, live_placement):
     pac1 = providers.provider_name(host.nodename, PAC1)
     before[pac1]['inventories']['FPGA']['reserved'] = int(held)
     assert common.without_operator_traits(after) == before
-    print('update cycles: %d (%d failed and retried next cycle), other '
-          'writer: %d writes, %d conflicts, state flips: %d'
-          % (len(worker.cycles), len(failed), writer.writes,
-             writer.conflicts, flips))
+    counts.record('conflicts in update cycles: %d cycles (%d failed and '
+                  'retried next cycle), other writer: %d writes, %d '
+                  'conflicts, state flips: %d'
+                  % (len(worker.cycles), len(failed), writer.writes,
+                     writer.conflicts, flips))
 
 
 def test_fences_against_another_writer(host, live_placement):
@@ -114,8 +116,9 @@ def test_fences_against_another_writer(host, live_placement):
             if t.startswith('CUSTOM_OPERATOR_')] == [writer.last[uuid]]
     assert writer.conflicts or outcomes.get(fence.FAILED), (
         'the writers never collided')
-    print('fences: %d %s, other writer: %d writes, %d conflicts'
-          % (FENCES, outcomes, writer.writes, writer.conflicts))
+    counts.record('conflicting fences: %d %s, other writer: %d writes, %d '
+                  'conflicts'
+                  % (FENCES, outcomes, writer.writes, writer.conflicts))
 
 
 def test_attaches_against_another_writer(qat_host, live_placement,
@@ -200,10 +203,10 @@ def test_attaches_against_another_writer(qat_host, live_placement,
     assert writer.last[rp] in qat_host.placement(
         'GET', '/resource_providers/%s/traits' % rp)[1]['traits']
     assert resized['writes'] and resized['conflicts'] + writer.conflicts
-    print('attach+detach: %d each %s; resizes: %d written, %d conflicts; '
-          'trait writes: %d, %d conflicts'
-          % (ATTACHES, outcomes, resized['writes'], resized['conflicts'],
-             writer.writes, writer.conflicts))
+    counts.record('conflicting attach+detach: %d each %s; resizes: %d '
+                  'written, %d conflicts; trait writes: %d, %d conflicts'
+                  % (ATTACHES, outcomes, resized['writes'],
+                     resized['conflicts'], writer.writes, writer.conflicts))
 
 
 def libvirt_units(qat_host, server):

@@ -25,6 +25,7 @@ import urllib.request
 
 import requests
 
+from tests import counts
 from tests.functional.conductor import conductor_fixture
 from tests.functional.programming import base
 from tests.functional.reliability import common
@@ -186,9 +187,11 @@ def _agent_and_update_killed(host, rng, holder, start_agent, stop_agent,
     statuses = {}
     for job in jobs:
         statuses[job['status']] = statuses.get(job['status'], 0) + 1
-    print('kills: %s; load calls: %d; jobs: %s (running at a kill: %d); '
-          'update cycles: %d; devices: %s'
-          % (kills, load.calls, statuses, interrupted, cycles, ends))
+    counts.record('agent/update kills: %s; load calls: %d; jobs: %s '
+                  '(running at a kill: %d); update cycles: %d; devices: %s'
+                  % (kills, load.calls, statuses, interrupted, cycles, ends))
+    # The kills met load: calls were made and jobs were posted.
+    assert load.calls and jobs, (load.calls, jobs)
 
 
 class ProgramAgent:
@@ -305,7 +308,9 @@ def _conductor_killed(rng, agent, conductor, hosts, acked_hosts,
         conductor.stop()
         agent.stop()
     assert placement_mod.integrity(conductor.database) == 'ok'
-    print('conductor kills: %d; load calls: %d; agents: %d; jobs '
-          'acknowledged: %d, relayed: %d'
-          % (CONDUCTOR_KILLS, load.calls, len(acked_hosts), len(acked_jobs),
-             len(agent.received)))
+    counts.record('conductor kills: %d; load calls: %d; agents: %d; jobs '
+                  'acknowledged: %d, relayed: %d'
+                  % (CONDUCTOR_KILLS, load.calls, len(acked_hosts),
+                     len(acked_jobs), len(agent.received)))
+    # The kills met load: jobs were acknowledged (and so had to survive).
+    assert load.calls and acked_jobs, (load.calls, acked_jobs)

@@ -21,6 +21,7 @@ from cyborg_nova import placement
 from cyborg_nova import programming
 from cyborg_nova import providers
 from cyborg_nova import state
+from tests import counts
 from tests.functional.programming import base
 from tests.functional.reliability import common
 from tests.functional.reliability import placement as placement_mod
@@ -75,8 +76,8 @@ def test_update_cycles_survive_outages_and_converge(host, live_placement):
     row = state.StateStore(host.state_path).devices(host.nodename)[PAC1]
     assert (row.state, row.reason) == (state.HELD, 'held in an outage')
     assert placement_mod.integrity(host.state_path) == 'ok'
-    print('update cycles: %d, failed during %d outages: %d'
-          % (len(cycles), OUTAGES, len(failed)))
+    counts.record('outages during update cycles: %d cycles, failed during '
+                  '%d outages: %d' % (len(cycles), OUTAGES, len(failed)))
 
 
 @pytest.fixture
@@ -140,9 +141,20 @@ def test_reprogramming_through_outages(host, live_placement, programmer):
         started = time.monotonic()
         job = programmer.program(host.nodename, PAC0, bitstream)
         took = time.monotonic() - started
-        print('%s: %s after %.1f s' % (point, job.status, took))
+        unanswered = [t for t, _, _, answered in programmer.client.sent
+                      if t >= started and not answered]
+        counts.record('outage during reprogramming at %s: %s after %.1f s, '
+                      '%d requests unanswered'
+                      % (point, job.status, took, len(unanswered)))
         assert took < 120, point
         assert not programmer.client.pending(), point
+        if patient:
+            # Retried while Placement restarted, each wait longer than the
+            # one before (doubled, jittered by 0.5-1.5), within the bound.
+            assert 2 <= len(unanswered) <= PATIENT['attempts'], unanswered
+            gaps = [b - a for a, b in zip(unanswered, unanswered[1:])]
+            for k, gap in enumerate(gaps):
+                assert gap >= PATIENT['backoff'] * 2 ** k * 0.5, gaps
         if not patient:
             restart()
         assert restarted.wait(60), point

@@ -99,6 +99,9 @@ def library(directory: str) -> str:
         'intel/other-fim.gbs': bitstreams.make_gbs(OTHER_INTERFACE, NLB3),
         'u250.xclbin': bitstreams.make_xclbin(U250_SHELL, XCLBIN_UUID,
                                               b'\0' * 1024),
+        # Built for another shell than the U250's.
+        'other-shell.xclbin': bitstreams.make_xclbin(
+            OTHER_INTERFACE, XCLBIN_UUID, b'\0' * 1024),
         'garbage.gbs': b'\x7fELF' + b'\0' * 64,
     }
     for name, data in files.items():

@@ -8,7 +8,10 @@ interface id) and writes the new function id where the card shows it.
 
 ``$FAKE_FPGA_DELAY`` seconds are slept before the write (a slow load);
 ``$FAKE_FPGA_FAIL`` makes it fail (exit 1) without loading anything;
-``$FAKE_FPGA_LOG`` is a file each call is appended to.
+``$FAKE_FPGA_LIE`` makes it report success (exit 0) without loading
+anything; ``$FAKE_FPGA_LOG`` is a file each call is appended to, and
+``$FAKE_FPGA_TIMES`` one each load appends ``ADDRESS START END`` to (wall
+clock seconds).
 """
 
 import argparse
@@ -66,11 +69,16 @@ def main(argv):
     if not regions:
         print('incompatible: interface %s' % header.interface_id)
         return 3
+    start = time.time()
     time.sleep(float(os.environ.get('FAKE_FPGA_DELAY') or 0))
     if os.environ.get('FAKE_FPGA_FAIL'):
         print('PR failed: %s' % os.environ['FAKE_FPGA_FAIL'])
         return 1
-    fake.write_function(root, address, regions[0], header.function_id)
+    if not os.environ.get('FAKE_FPGA_LIE'):
+        fake.write_function(root, address, regions[0], header.function_id)
+    if os.environ.get('FAKE_FPGA_TIMES'):
+        with open(os.environ['FAKE_FPGA_TIMES'], 'a') as f:
+            f.write('%s %f %f\n' % (address, start, time.time()))
     print('programmed %s' % address)
     return 0
 

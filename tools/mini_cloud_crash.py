@@ -5,9 +5,10 @@ killed (SIGKILL to its process group) once as it runs, then ``ROUNDS``
 times while it runs its update cycle every second (an extra configuration
 file), each time at a random moment after a cycle began. After each kill
 the accelerator state store passes SQLite's integrity check. Once the
-compute runs again with its own configuration, its providers, their
-inventories and traits, and the server's allocations are exactly what
-they were before the first kill, and the service is up.
+compute runs again with its own configuration (and DEBUG logging, which
+shows its cycles), its providers, their inventories and traits, and the
+server's allocations are exactly what they were before the first kill,
+and the service is up.
 """
 
 import json
@@ -20,7 +21,8 @@ import urllib.request
 
 #: Kills while the compute runs its update cycle every second.
 ROUNDS = 3
-#: What nova-compute's resource tracker logs at the end of each cycle.
+#: What nova-compute's resource tracker logs (at DEBUG) at the end of
+#: each cycle.
 CYCLE_LINE = 'Final resource view'
 
 
@@ -94,6 +96,8 @@ def kill_compute(cloud, server_id, rng=None):
     token = cloud.admin_token()
     before = tree_view(cloud, token, host)
     held = allocations(cloud, token, server_id)
+    # DEBUG logging shows each cycle's end (CYCLE_LINE).
+    debug = cloud.write(host + '-debug.conf', '[DEFAULT]\ndebug = True\n')
     fast = cloud.write(host + '-fast-updates.conf',
                        '[DEFAULT]\nupdate_resources_interval = 1\n')
     started = cycles(log_path)
@@ -104,7 +108,8 @@ def kill_compute(cloud, server_id, rng=None):
         if check != 'ok':
             raise CrashFailure('state store after kill %d: %s' % (n + 1,
                                                                   check))
-        argv = [cloud.bin('nova-compute'), '--config-file', conf]
+        argv = [cloud.bin('nova-compute'), '--config-file', conf,
+                '--config-file', debug]
         if n == ROUNDS:
             proc = cloud.start('nova-compute-%s-restarted' % host, argv)
             break

@@ -1,8 +1,13 @@
 """Add up JUnit XML reports into one closing line.
 
-Usage: python tools/junit_summary.py REPORT.xml [...]
-Prints each suite's counts, then ``total: N passed, N failed, N skipped``
-(errors count as failed). Exit 1 if a report is missing or unreadable.
+Usage: python tools/junit_summary.py [--no-skips] REPORT.xml [...]
+
+Prints each suite's counts, every skipped test with its reason, then
+``total: N passed, N failed, N skipped`` (errors count as failed). Exit 1
+if a report is missing or unreadable, or, with ``--no-skips``, if any
+test was skipped: where the set-up could install everything (as root),
+a skip means a missing install step, which must fail CI rather than pass
+quietly.
 """
 
 import sys
@@ -10,30 +15,45 @@ import xml.etree.ElementTree as ET
 
 
 def counts(path):
+    """(passed, failed, skipped, [(test, reason) of each skip])."""
     root = ET.parse(path).getroot()
     suites = [root] if root.tag == 'testsuite' else root.iter('testsuite')
     tests = failed = skipped = 0
+    skips = []
     for suite in suites:
         tests += int(suite.get('tests', 0))
         failed += int(suite.get('failures', 0)) + int(suite.get('errors', 0))
         skipped += int(suite.get('skipped', 0))
-    return tests - failed - skipped, failed, skipped
+        for case in suite.iter('testcase'):
+            for skip in case.iter('skipped'):
+                skips.append(('%s.%s' % (case.get('classname'),
+                                         case.get('name')),
+                              skip.get('message', '')))
+    return tests - failed - skipped, failed, skipped, skips
 
 
-def main(paths):
+def main(argv):
+    no_skips = '--no-skips' in argv
+    paths = [a for a in argv if a != '--no-skips']
     total = [0, 0, 0]
     ok = True
     for path in paths:
         try:
-            passed, failed, skipped = counts(path)
+            passed, failed, skipped, skips = counts(path)
         except (OSError, ET.ParseError) as exc:
             print('%s: no report (%s)' % (path, exc))
             ok = False
             continue
         print('%s: %d passed, %d failed, %d skipped'
               % (path.rsplit('/', 1)[-1], passed, failed, skipped))
+        for test, reason in skips:
+            print('  skipped %s: %s' % (test, reason))
         total = [total[0] + passed, total[1] + failed, total[2] + skipped]
     print('total: %d passed, %d failed, %d skipped' % tuple(total))
+    if no_skips and total[2]:
+        print('%d tests skipped where nothing should be: the set-up ran as '
+              'root and installs what every test needs' % total[2])
+        ok = False
     return 0 if ok else 1
 
 

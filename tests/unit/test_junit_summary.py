@@ -1,0 +1,51 @@
+"""tools/junit_summary.py: the closing line of the test command."""
+
+import os
+import subprocess
+import sys
+
+TOOL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), 'tools', 'junit_summary.py')
+
+REPORT = '''<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" errors="0" failures="1" skipped="%d"
+ tests="4">
+<testcase classname="tests.a" name="test_one"/>
+<testcase classname="tests.a" name="test_two"/>
+<testcase classname="tests.b" name="test_three"><failure message="x"/>
+</testcase>
+%s
+</testsuite></testsuites>
+'''
+SKIP = ('<testcase classname="tests.b" name="test_four"><skipped '
+        'type="pytest.skip" message="lspci (pciutils) is not installed"/>'
+        '</testcase>')
+
+
+def run(tmp_path, *args, skipped=True):
+    path = tmp_path / 'suite.xml'
+    path.write_text(REPORT % ((1, SKIP) if skipped else (0, '')))
+    return subprocess.run([sys.executable, TOOL, *args, str(path)],
+                          capture_output=True, text=True)
+
+
+def test_counts_and_each_skip_with_its_reason(tmp_path):
+    proc = run(tmp_path)
+    assert proc.returncode == 0, proc.stdout
+    assert 'suite.xml: 2 passed, 1 failed, 1 skipped' in proc.stdout
+    assert ('skipped tests.b.test_four: lspci (pciutils) is not installed'
+            in proc.stdout)
+    assert proc.stdout.endswith('total: 2 passed, 1 failed, 1 skipped\n')
+
+
+def test_no_skips_fails_a_run_with_a_skip(tmp_path):
+    proc = run(tmp_path, '--no-skips')
+    assert proc.returncode == 1
+    assert '1 tests skipped where nothing should be' in proc.stdout
+    assert run(tmp_path, '--no-skips', skipped=False).returncode == 0
+
+
+def test_a_missing_report_fails(tmp_path):
+    proc = subprocess.run([sys.executable, TOOL, str(tmp_path / 'none.xml')],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and 'no report' in proc.stdout

@@ -101,7 +101,6 @@ def kill_compute(cloud, server_id, rng=None):
     fast = cloud.write(host + '-fast-updates.conf',
                        '[DEFAULT]\nupdate_resources_interval = 1\n')
     started = cycles(log_path)
-    in_cycle = 0
     for n in range(ROUNDS + 1):
         kill(proc)
         check = integrity(store)
@@ -121,7 +120,6 @@ def kill_compute(cloud, server_id, rng=None):
         cloud.wait_for('%s update cycles' % host,
                        lambda: cycles(log_path) >= seen + 2, proc=proc)
         time.sleep(rng.uniform(0.0, 1.0))
-        in_cycle += 1
     cloud.computes[0] = (host, profile, conf, agent, proc)
     seen = cycles(log_path)
     cloud.wait_for('%s update after the restart' % host,
@@ -140,5 +138,5 @@ def kill_compute(cloud, server_id, rng=None):
             'second, %d cycles run); state store intact after each; %d '
             'providers, their inventories and traits, and the server\'s '
             'allocations as before'
-            % (host, ROUNDS + 1, in_cycle, cycles(log_path) - started,
+            % (host, ROUNDS + 1, ROUNDS, cycles(log_path) - started,
                len(after)))

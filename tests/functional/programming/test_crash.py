@@ -50,10 +50,14 @@ POINTS = [
 ]
 
 
-# The steps during which the device must be fenced: the fence is written
-# before "fenced" is journaled, the unfence after "unfencing" is.
-FENCED_FROM, FENCED_UNTIL = 'before:fenced', 'after:unfencing'
-STEP_ORDER = [p[0] for p in POINTS[:13]]
+# The kill points at which the device is fenced: the fence is written
+# before "fenced" is journaled, the unfence (or the rollback's) after
+# "unfencing" ("rolling-back") is; a failing job keeps it fenced.
+FENCED_POINTS = {
+    'before:fenced', 'after:fenced', 'after:checked', 'after:programming',
+    'before:programmed', 'after:programmed', 'after:verified',
+    'before:traits-swapped', 'after:traits-swapped', 'after:unfencing',
+    'after:failing', 'before:failed', 'after:rolling-back'}
 
 
 def crash_agent(host, point, env):
@@ -102,9 +106,7 @@ def test_agent_killed_at_each_step_then_restarted(host, point, env, end):
     fenced = host.reserved(PAC0)
     host.report()
     assert host.reserved(PAC0) == fenced
-    if point in STEP_ORDER and (
-            STEP_ORDER.index(FENCED_FROM) <= STEP_ORDER.index(point)
-            <= STEP_ORDER.index(FENCED_UNTIL)):
+    if point in FENCED_POINTS:
         assert fenced == host.inventory(PAC0)['total'], job
     if consumer:
         # The instance is gone by the time the agent comes back.

@@ -1,32 +1,45 @@
-"""Which concrete units (PCI functions) each instance holds.
+"""Which concrete units (PCI functions) serve which Placement allocation.
 
-Placement allocates amounts ("2 CUSTOM_QAT from this PF's provider"); a
-guest needs concrete functions ("VFs 0000:3b:00.1 and .2"). The choice is
-made once, when the allocation first reaches the host, and recorded in
-the host's state store, so the same instance gets the same functions
-after a hard reboot, a host reboot, a rebuild or an unshelve. The unit is
-the table's key: two instances can never be given the same function,
-whichever process or thread assigns them.
+Placement allocates amounts ("2 CUSTOM_QAT from this PF's provider" to a
+consumer); a guest needs concrete functions ("VFs 0000:3b:00.1 and .2").
+Placement is the truth of who holds what; this table only remembers
+which functions serve each allocation, keyed exactly as Placement keys
+the allocation: by provider uuid and consumer uuid (an instance, or a
+migration record while Nova moves an instance). The host's nodename
+plays no part (it is in the provider uuid already, and during an
+evacuation ``instance.node`` still names the source).
+
+``(provider, unit)`` is the table's key: two consumers can never be
+given the same function, whichever process or thread assigns them.
+Nova moves allocations between consumers (to the migration record when a
+resize starts, back to the instance on revert); :meth:`Assignments.move`
+mirrors such a move, and :meth:`Assignments.reconcile` brings a
+provider's rows back in line with the allocations Placement holds.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
-from typing import Iterable
+from typing import Callable, Iterable
 
 from cyborg_nova import state as state_store
 
+LOG = logging.getLogger(__name__)
+
+_TABLE = 'unit_assignments'
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS assignments (
-    nodename TEXT NOT NULL,
+CREATE TABLE IF NOT EXISTS unit_assignments (
+    provider TEXT NOT NULL,
     unit TEXT NOT NULL,
     consumer TEXT NOT NULL,
-    provider TEXT NOT NULL,
     created_at REAL NOT NULL,
-    PRIMARY KEY (nodename, unit)
+    PRIMARY KEY (provider, unit)
 )
 """
+_INDEX = ('CREATE INDEX IF NOT EXISTS unit_assignments_consumer '
+          'ON unit_assignments (consumer)')
 
 
 class NoFreeUnits(Exception):
@@ -38,6 +51,61 @@ class Assignment:
     unit: str
     consumer: str
     provider: str
+    created_at: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Link:
+    """What Nova knows of a consumer that is part of a move.
+
+    ``instance`` is the instance the migration record ``migration``
+    moves; ``status`` is the migration's status (``confirmed``,
+    ``reverted``, ...).
+    """
+
+    migration: str
+    instance: str
+    status: str
+
+
+#: ``links(consumer)``: the :class:`Link` of the move ``consumer`` (an
+#: instance or a migration uuid) takes part in, or None.
+LinkLookup = Callable[[str], 'Link | None']
+
+#: Migration statuses after which the allocation the migration record
+#: held went back to the instance.
+REVERTED = ('reverting', 'reverted')
+
+
+@dataclasses.dataclass
+class Reconciled:
+    """What :meth:`Assignments.reconcile` did to one provider's rows."""
+
+    released: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    moved: list[tuple[str, str, list[str]]] = dataclasses.field(
+        default_factory=list)
+    #: consumer -> (allocated amount, units recorded)
+    short: dict[str, tuple[int, int]] = dataclasses.field(
+        default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.released or self.moved)
+
+
+def _migrate_v1(db) -> None:
+    """Rows of the first schema (keyed by nodename) into the new table.
+
+    The provider uuid already names the node, so the rows carry over
+    unchanged otherwise.
+    """
+    have = {row[0] for row in db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if 'assignments' not in have:
+        return
+    db.execute('INSERT OR IGNORE INTO unit_assignments (provider, unit, '
+               'consumer, created_at) SELECT provider, unit, consumer, '
+               'created_at FROM assignments')
+    db.execute('DROP TABLE assignments')
 
 
 class Assignments:
@@ -45,37 +113,53 @@ class Assignments:
 
     def __init__(self, store: state_store.StateStore) -> None:
         self.store = store
-        with store._connect() as db:
+        with store._transaction() as db:
             db.execute(_SCHEMA)
+            db.execute(_INDEX)
+            _migrate_v1(db)
 
-    def of_consumer(self, nodename: str, consumer: str
-                    ) -> dict[str, list[str]]:
-        """{provider uuid: [units]} held by ``consumer``, units sorted."""
+    def all(self) -> list[Assignment]:
+        """Every row, ordered by provider and unit."""
         with self.store._connect() as db:
-            rows = db.execute(
-                'SELECT provider, unit FROM assignments WHERE nodename = ? '
-                'AND consumer = ? ORDER BY unit', (nodename, consumer))
-            held: dict[str, list[str]] = {}
-            for provider, unit in rows:
-                held.setdefault(provider, []).append(unit)
+            return [Assignment(*row) for row in db.execute(
+                'SELECT unit, consumer, provider, created_at FROM '
+                'unit_assignments ORDER BY provider, unit')]
+
+    def of_consumer(self, consumer: str,
+                    providers: Iterable[str] | None = None
+                    ) -> dict[str, list[str]]:
+        """{provider uuid: [units]} held by ``consumer``, units sorted.
+
+        :param providers: only these providers (e.g. those of the
+            nodes this driver serves); all when None.
+        """
+        wanted = None if providers is None else set(providers)
+        held: dict[str, list[str]] = {}
+        with self.store._connect() as db:
+            for provider, unit in db.execute(
+                    'SELECT provider, unit FROM unit_assignments WHERE '
+                    'consumer = ? ORDER BY unit', (consumer,)):
+                if wanted is None or provider in wanted:
+                    held.setdefault(provider, []).append(unit)
         return held
 
-    def of_provider(self, nodename: str, provider: str
-                    ) -> list[Assignment]:
+    def of_provider(self, provider: str) -> list[Assignment]:
         with self.store._connect() as db:
-            return [Assignment(u, c, p) for u, c, p in db.execute(
-                'SELECT unit, consumer, provider FROM assignments WHERE '
-                'nodename = ? AND provider = ? ORDER BY unit',
-                (nodename, provider))]
+            return [Assignment(*row) for row in db.execute(
+                'SELECT unit, consumer, provider, created_at FROM '
+                'unit_assignments WHERE provider = ? ORDER BY unit',
+                (provider,))]
 
-    def assign(self, nodename: str, consumer: str, provider: str,
+    def assign(self, consumer: str, provider: str,
                candidates: Iterable[str], count: int) -> list[str]:
         """Give ``consumer`` ``count`` units of ``provider``; the units.
 
         Idempotent: units the consumer already holds on the provider are
         kept (and returned first), so calling it again at every guest
-        rebuild changes nothing. New units are the first free ones in
+        build changes nothing. New units are the first free ones in
         ``candidates`` order, which makes the choice deterministic.
+        Units the consumer holds beyond ``count`` stay recorded (a guest
+        may still use them); :meth:`trim` drops them.
 
         :raises NoFreeUnits: not enough free units; nothing is assigned.
         """
@@ -83,12 +167,9 @@ class Assignments:
         if not candidates:
             raise NoFreeUnits('provider %s has no units' % provider)
         with self.store._transaction() as db:
-            # Only '?' placeholders are formatted in; the values are bound.
             taken = dict(db.execute(
-                'SELECT unit, consumer FROM assignments '  # nosec B608
-                'WHERE nodename = ? AND unit IN (%s)'
-                % ','.join('?' * len(candidates)),
-                [nodename, *candidates]))
+                'SELECT unit, consumer FROM unit_assignments '
+                'WHERE provider = ?', (provider,)))
             mine = sorted(u for u, c in taken.items() if c == consumer)
             if len(mine) >= count:
                 return mine[:count]
@@ -101,18 +182,138 @@ class Assignments:
             new = free[:need]
             now = time.time()
             db.executemany(
-                'INSERT INTO assignments (nodename, unit, consumer, '
-                'provider, created_at) VALUES (?, ?, ?, ?, ?)',
-                [(nodename, u, consumer, provider, now) for u in new])
+                'INSERT INTO unit_assignments (provider, unit, consumer, '
+                'created_at) VALUES (?, ?, ?, ?)',
+                [(provider, u, consumer, now) for u in new])
         return mine + new
 
-    def release(self, nodename: str, consumer: str,
-                provider: str | None = None) -> int:
-        """Free what ``consumer`` holds (on ``provider`` only, if given)."""
-        query = 'DELETE FROM assignments WHERE nodename = ? AND consumer = ?'
-        args = [nodename, consumer]
-        if provider is not None:
-            query += ' AND provider = ?'
-            args.append(provider)
+    def trim(self, consumer: str, provider: str, count: int) -> list[str]:
+        """Keep the first ``count`` units of ``consumer``; the dropped."""
+        held = self.of_consumer(consumer, [provider]).get(provider, [])
+        extra = held[count:]
+        if extra:
+            with self.store._transaction() as db:
+                db.executemany(
+                    'DELETE FROM unit_assignments WHERE provider = ? AND '
+                    'unit = ? AND consumer = ?',
+                    [(provider, u, consumer) for u in extra])
+        return extra
+
+    def release(self, consumer: str, provider: str | None = None,
+                providers: Iterable[str] | None = None,
+                created_before: float | None = None) -> int:
+        """Free what ``consumer`` holds; how many units were freed.
+
+        :param provider: only on this provider.
+        :param providers: only on these providers.
+        :param created_before: only units assigned before this time, so
+            a decision taken on an older read of Placement never frees a
+            unit assigned since.
+        """
+        query = 'DELETE FROM unit_assignments WHERE consumer = ?'
+        args: list = [consumer]
+        only = [provider] if provider is not None else (
+            None if providers is None else list(providers))
+        if only is not None:
+            if not only:
+                return 0
+            # Only '?' placeholders are formatted in; values are bound.
+            query += ' AND provider IN (%s)' % ','.join('?' * len(only))
+            args.extend(only)
+        if created_before is not None:
+            query += ' AND created_at < ?'
+            args.append(created_before)
         with self.store._transaction() as db:
-            return db.execute(query, args).rowcount
+            return db.execute(query, args).rowcount  # nosec B608
+
+    def move(self, source: str, dest: str,
+             providers: Iterable[str] | None = None) -> int:
+        """Mirror Placement moving ``source``'s allocation to ``dest``.
+
+        As Nova's ``move_allocations`` replaces what ``dest`` held with
+        what ``source`` held, on every provider where ``source`` has
+        units ``dest``'s own units are freed and ``source``'s become
+        ``dest``'s. How many units moved.
+        """
+        held = self.of_consumer(source, providers)
+        if not held:
+            return 0
+        moved = 0
+        with self.store._transaction() as db:
+            for provider, units in held.items():
+                db.execute('DELETE FROM unit_assignments WHERE provider = ? '
+                           'AND consumer = ?', (provider, dest))
+                moved += db.execute(
+                    'UPDATE unit_assignments SET consumer = ? WHERE '
+                    'provider = ? AND consumer = ?',
+                    (dest, provider, source)).rowcount
+        return moved
+
+    def reconcile(self, provider: str, holders: dict[str, int],
+                  read_at: float, links: LinkLookup | None = None
+                  ) -> Reconciled:
+        """Bring ``provider``'s rows in line with Placement.
+
+        :param holders: {consumer: amount} allocated on the provider, as
+            read from Placement.
+        :param read_at: when that read started; rows assigned since are
+            left alone (their allocation may be newer than the read).
+        :param links: tells which consumers are two sides of one move.
+
+        A consumer with units but no allocation either moved (Placement
+        gave its allocation to the other side of a migration, which
+        holds the provider but has no units yet: the units follow it) or
+        is gone (its units are freed). A consumer with fewer units than
+        its allocation is reported in ``short``; it is given its units
+        at its next guest build.
+        """
+        result = Reconciled()
+        rows = [a for a in self.of_provider(provider)
+                if a.created_at < read_at]
+        counts: dict[str, int] = {}
+        for row in self.of_provider(provider):
+            counts[row.consumer] = counts.get(row.consumer, 0) + 1
+        orphans = sorted({a.consumer for a in rows} - set(holders))
+        for consumer in orphans:
+            heir = self._heir(consumer, holders, counts, links)
+            if heir is not None:
+                units = [a.unit for a in rows if a.consumer == consumer]
+                self.move(consumer, heir, [provider])
+                counts[heir] = counts.pop(consumer, 0)
+                result.moved.append((consumer, heir, units))
+                continue
+            units = [a.unit for a in rows if a.consumer == consumer]
+            self.release(consumer, provider, created_before=read_at)
+            counts.pop(consumer, None)
+            result.released[consumer] = units
+        for consumer, amount in sorted(holders.items()):
+            have = counts.get(consumer, 0)
+            if have < amount:
+                result.short[consumer] = (amount, have)
+        return result
+
+    @staticmethod
+    def _heir(consumer: str, holders: dict[str, int],
+              counts: dict[str, int], links: LinkLookup | None
+              ) -> str | None:
+        """The consumer Placement moved ``consumer``'s allocation to."""
+        if links is None:
+            return None
+        link = links(consumer)
+        if link is None:
+            return None
+        if consumer == link.instance:
+            # A move started: the migration record now holds what the
+            # instance held here (the instance may hold a new allocation
+            # of its own on a same-host resize, served by other units).
+            heir = link.migration
+            return heir if heir in holders and not counts.get(heir) else (
+                None)
+        if link.instance in holders and (
+                link.status in REVERTED or not counts.get(link.instance)):
+            # Reverted (or a move rolled back): the instance holds the
+            # migration's allocation again, and its units with it. An
+            # instance holding units of its own after a confirmed
+            # same-host resize keeps those; the migration's are freed.
+            return link.instance
+        return None

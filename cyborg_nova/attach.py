@@ -685,7 +685,7 @@ def attach(client, store: state_store.StateStore, nodename: str, guest,
     provider = providers.provider_uuid(nodename, accelerator.address)
     rc = accelerator.resource_class
     store_assignments = assignments_lib.Assignments(store)
-    held = store_assignments.of_consumer(nodename, server).get(provider)
+    held = store_assignments.of_consumer(server, [provider]).get(provider)
     if held:
         raise AttachError('instance %s already holds %s of accelerator %s; '
                           'nothing was changed' % (server, ', '.join(held),
@@ -732,7 +732,7 @@ def attach(client, store: state_store.StateStore, nodename: str, guest,
                     'stay attached and allocated, run detach-instance '
                     'once the guest answers' % (reason, ', '.join(plugged),
                                                 exc))
-        store_assignments.release(nodename, server, provider)
+        store_assignments.release(server, provider)
         try:
             change_allocations(client, server, _without(provider))
         except AttachError as exc:
@@ -742,7 +742,7 @@ def attach(client, store: state_store.StateStore, nodename: str, guest,
         return AttachError('%s; nothing was changed' % reason)
 
     try:
-        units = store_assignments.assign(nodename, server, provider,
+        units = store_assignments.assign(server, provider,
                                          accelerator.units, count)
     except assignments_lib.NoFreeUnits as exc:
         raise undo(str(exc))
@@ -780,7 +780,7 @@ def detach(client, store: state_store.StateStore, nodename: str, guest,
     server = guest.server
     provider = providers.provider_uuid(nodename, accelerator.address)
     store_assignments = assignments_lib.Assignments(store)
-    units = store_assignments.of_consumer(nodename, server).get(
+    units = store_assignments.of_consumer(server, [provider]).get(
         provider, [])
     allocated = provider in read_allocations(client, server).get(
         'allocations', {})
@@ -796,7 +796,7 @@ def detach(client, store: state_store.StateStore, nodename: str, guest,
         except AttachError as exc:
             raise AttachError('%s; its allocation and units are unchanged'
                               % exc)
-    store_assignments.release(nodename, server, provider)
+    store_assignments.release(server, provider)
     try:
         change_allocations(client, server, _without(provider))
     except AttachError as exc:

@@ -1,27 +1,55 @@
 """Accelerators in the guest: units from allocations, hostdevs in the XML.
 
-For the libvirt driver only. At spawn (and when a migration or resize
-lands) the instance's Placement allocations on accelerator providers are
-turned into concrete units, recorded in the host's state store; whenever
-Nova builds the guest's XML (spawn, hard reboot, host-boot resume), the
-recorded units become ``<hostdev>`` elements, built with Nova's own
-libvirt config classes.
+For the libvirt driver only. Placement says which consumer holds how
+much of each accelerator provider; the host's unit store
+(:mod:`cyborg_nova.assignments`) says which concrete functions serve
+each allocation, keyed by provider and consumer exactly as Placement
+keys it. This mixin keeps the two in step through every Nova operation:
+
+- spawn, finish_migration, hard reboot (and so power-on and host-boot
+  resume): the instance's units on this host's providers are made to
+  match its allocations there (missing units assigned, others freed);
+- migrate_disk_and_power_off: Nova's conductor moved the instance's
+  allocation on this host to the migration record; its units follow;
+- confirm_migration: the migration record's units are freed;
+- finish_revert_migration: the migration record's units go back to the
+  instance (as its allocation did);
+- cleanup: units are freed when the guest leaves this host for good
+  (delete, shelve offload, revert on the destination, the source after
+  an evacuation), kept when it comes back (hard reboot, rebuild);
+- every update cycle: each provider's units are reconciled with
+  Placement's allocations.
+
+Live migration of an instance with accelerator units is refused in
+Nova's pre-check: its functions cannot follow it.
+
+Which providers are this host's never comes from ``instance.node``: in
+an evacuation it still names the source until after spawn. It comes from
+the nodes this driver serves and the devices its store knows on them.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
-import nova.conf
+from nova.compute import task_states
+from nova import context as nova_context
 from nova import exception
 from nova.virt.libvirt import config as vconfig
 
 from cyborg_drivers import device as device_model
 from cyborg_nova import assignments
 from cyborg_nova import providers
+from cyborg_nova.virt import moves
 
 LOG = logging.getLogger(__name__)
-CONF = nova.conf.CONF
+
+# Task states in which cleanup() destroys a guest that comes back on
+# this host at once, so it keeps its units.
+_COMES_BACK = (task_states.REBUILDING,
+               task_states.REBUILD_BLOCK_DEVICE_MAPPING,
+               task_states.REBUILD_SPAWNING)
 
 
 def pci_hostdev(address: str) -> vconfig.LibvirtConfigGuestHostdevPCI:
@@ -45,67 +73,221 @@ def pci_hostdev(address: str) -> vconfig.LibvirtConfigGuestHostdevPCI:
 class GuestAcceleratorsMixin:
     """Puts the instance's accelerator units into its libvirt guest.
 
-    Mixed in front of :class:`~cyborg_nova.virt.extension.
+    Mixed in behind :class:`~cyborg_nova.virt.extension.
     AcceleratorProviderMixin` (whose updater and store it uses).
     """
+
+    # -- where the units live ------------------------------------------------
 
     def _assignments(self) -> assignments.Assignments:
         self._updater()
         return assignments.Assignments(self._accelerator_store)
 
-    def _assign_accelerators(self, instance, allocations) -> None:
-        """Record the units of ``allocations`` on our providers.
+    def _our_nodes(self) -> list[str]:
+        return list(self.get_available_nodes(refresh=False))
 
-        :raises nova.exception.ComputeResourcesUnavailable: the provider
-            has no free unit left, or its device cannot be given to a
-            guest by this release; the build fails and is rescheduled.
+    def _our_providers(self, nodes=None) -> dict[str, tuple[str, str]]:
+        """{provider uuid: (nodename, address)} of this host's devices."""
+        store = self._updater().store
+        return {providers.provider_uuid(node, address): (node, address)
+                for node in (nodes or self._our_nodes())
+                for address in store.devices(node)}
+
+    # -- making a consumer's units match its allocations --------------------
+
+    def _sync_units(self, context, instance, allocations, strict=True):
+        """Make ``instance``'s units here match ``allocations``.
+
+        :param allocations: the instance's allocations ({provider:
+            {'resources': ...}}); providers of other hosts are ignored.
+        :param strict: raise when a unit cannot be given (a build then
+            fails and is rescheduled); otherwise log it.
+        :raises nova.exception.ComputeResourcesUnavailable: with
+            ``strict``: no free unit, the device cannot be read or is
+            gone, or it offers vGPU units this release cannot attach.
         """
-        if not allocations:
-            return
-        nodename = instance.node
-        ours = {providers.provider_uuid(nodename, a.address): a
-                for a in self._updater().discoverer.discover().accelerators}
+        ours = self._our_providers()
         store = self._assignments()
-        for rp_uuid, alloc in allocations.items():
-            accelerator = ours.get(rp_uuid)
+        wanted = {rp: alloc.get('resources', {})
+                  for rp, alloc in (allocations or {}).items()
+                  if rp in ours and any(alloc.get('resources', {}).values())}
+        held = store.of_consumer(instance.uuid, ours)
+        for rp in sorted(set(held) - set(wanted)):
+            store.release(instance.uuid, rp)
+            LOG.info('Instance %s no longer holds accelerator %s: released '
+                     '%s', instance.uuid, ours[rp][1], ', '.join(held[rp]))
+        if not wanted:
+            # An ordinary flavor never reads the accelerators: a host
+            # whose sysfs cannot be read still builds it.
+            return
+        try:
+            found = self._updater().discoverer.discover().by_address()
+        except Exception as exc:
+            return self._unavailable(
+                strict, instance, 'cannot read the accelerators of this '
+                'host: %s' % exc)
+        links = moves.links(context)
+        for rp, resources in sorted(wanted.items()):
+            address = ours[rp][1]
+            accelerator = found.get(address)
             if accelerator is None:
+                self._unavailable(
+                    strict, instance, 'accelerator %s (provider %s) is '
+                    'allocated but not on the bus' % (address, rp))
                 continue
-            count = alloc.get('resources', {}).get(
-                accelerator.resource_class, 0)
+            count = resources.get(accelerator.resource_class, 0)
             if not count:
                 continue
-            if accelerator.mdev_types and accelerator.capabilities and (
-                    dict(accelerator.capabilities).get('vgpu_type')):
-                raise exception.ComputeResourcesUnavailable(
-                    reason='accelerator %s offers vGPU (mdev) units, which '
-                           'this release cannot attach yet'
-                           % accelerator.address)
+            if accelerator.mdev_types and dict(
+                    accelerator.capabilities or {}).get('vgpu_type'):
+                self._unavailable(
+                    strict, instance, 'accelerator %s offers vGPU (mdev) '
+                    'units, which this release cannot attach yet' % address)
+                continue
+            self._reconcile_provider(context, rp, links)
             try:
-                units = store.assign(nodename, instance.uuid, rp_uuid,
-                                     accelerator.units, count)
+                units = store.assign(instance.uuid, rp, accelerator.units,
+                                     count)
             except assignments.NoFreeUnits as exc:
-                raise exception.ComputeResourcesUnavailable(reason=str(exc))
+                self._unavailable(strict, instance, str(exc))
+                continue
+            extra = store.trim(instance.uuid, rp, count)
+            if extra:
+                LOG.info('Instance %s now holds %d of accelerator %s: '
+                         'released %s', instance.uuid, count, address,
+                         ', '.join(extra))
             LOG.info('Instance %s gets %s of accelerator %s', instance.uuid,
-                     ', '.join(units), accelerator.address)
+                     ', '.join(units), address)
+
+    @staticmethod
+    def _unavailable(strict, instance, reason):
+        if strict:
+            raise exception.ComputeResourcesUnavailable(reason=reason)
+        LOG.error('cyborg-nova: instance %s: %s; its guest is built '
+                  'without that accelerator', instance.uuid, reason)
+
+    def _reconcile_provider(self, context, rp, links) -> None:
+        read_at = time.time()
+        holders = moves.provider_holders(context, rp)
+        if holders is None:
+            # Placement cannot say: keep every unit rather than free one
+            # a guest may be using.
+            return
+        result = self._assignments().reconcile(rp, holders, read_at, links)
+        for source, dest, units in result.moved:
+            LOG.info('Units %s of provider %s follow the allocation from '
+                     'consumer %s to %s', ', '.join(units), rp, source, dest)
+        for consumer, units in result.released.items():
+            LOG.info('Consumer %s holds nothing on provider %s any more: '
+                     'released %s', consumer, rp, ', '.join(units))
+        logged = self.__dict__.setdefault('_short_logged', set())
+        for consumer, (amount, have) in result.short.items():
+            if (rp, consumer, amount, have) not in logged:
+                logged.add((rp, consumer, amount, have))
+                LOG.warning('Consumer %s holds %d unit(s) of provider %s '
+                            'in Placement but %d are assigned here; they '
+                            'are assigned at its next guest build',
+                            consumer, amount, rp, have)
+
+    def update_provider_tree(self, provider_tree, nodename,
+                             allocations=None):
+        super().update_provider_tree(provider_tree, nodename,
+                                     allocations=allocations)
+        try:
+            context = nova_context.get_admin_context()
+            links = moves.links(context)
+            for rp in sorted(self._our_providers([nodename])):
+                self._reconcile_provider(context, rp, links)
+        except Exception:
+            LOG.exception('cyborg-nova: units of %s not reconciled with '
+                          'Placement this cycle', nodename)
+
+    # -- Nova's operations ---------------------------------------------------
 
     def spawn(self, context, instance, image_meta, injected_files,
               admin_password, allocations, *args, **kwargs):
-        self._assign_accelerators(instance, allocations)
+        self._sync_units(context, instance, allocations)
         return super().spawn(context, instance, image_meta, injected_files,
                              admin_password, allocations, *args, **kwargs)
+
+    def migrate_disk_and_power_off(self, context, instance, *args,
+                                   **kwargs):
+        result = super().migrate_disk_and_power_off(context, instance,
+                                                    *args, **kwargs)
+        # Nova's conductor moved the instance's allocation here to the
+        # migration record: the units the stopped guest used follow it
+        # (on a same-host resize the new guest gets units of its own).
+        link = moves.links(context)(instance.uuid)
+        if link is not None and link.instance == instance.uuid:
+            moved = self._assignments().move(
+                instance.uuid, link.migration, self._our_providers())
+            if moved:
+                LOG.info('Instance %s: %d accelerator unit(s) now held by '
+                         'migration %s', instance.uuid, moved,
+                         link.migration)
+        return result
 
     def finish_migration(self, context, migration, instance, disk_info,
                          network_info, image_meta, resize_instance,
                          allocations, *args, **kwargs):
-        # The destination's units, from the destination's allocations.
-        self._assign_accelerators(instance, allocations)
+        self._sync_units(context, instance, allocations)
         return super().finish_migration(
             context, migration, instance, disk_info, network_info,
             image_meta, resize_instance, allocations, *args, **kwargs)
 
+    def confirm_migration(self, context, migration, instance, network_info):
+        super().confirm_migration(context, migration, instance,
+                                  network_info)
+        freed = self._assignments().release(
+            migration.uuid, providers=self._our_providers())
+        if freed:
+            LOG.info('Instance %s: resize confirmed, released %d '
+                     'accelerator unit(s) of migration %s', instance.uuid,
+                     freed, migration.uuid)
+
+    def finish_revert_migration(self, context, instance, network_info,
+                                migration, *args, **kwargs):
+        # Nova moved the migration record's allocation back to the
+        # instance before calling this; the units follow it, and what
+        # the instance held on the reverted flavor is freed.
+        self._assignments().move(migration.uuid, instance.uuid,
+                                 self._our_providers())
+        allocations = moves.consumer_allocations(context, instance.uuid)
+        if allocations is not None:
+            self._sync_units(context, instance, allocations, strict=False)
+        return super().finish_revert_migration(
+            context, instance, network_info, migration, *args, **kwargs)
+
+    def _hard_reboot(self, context, instance, *args, **kwargs):
+        # Hard reboot, power-on and host-boot resume rebuild the guest:
+        # an allocation whose units were lost is repaired here.
+        allocations = moves.consumer_allocations(context, instance.uuid)
+        if allocations is not None:
+            self._sync_units(context, instance, allocations, strict=False)
+        return super()._hard_reboot(context, instance, *args, **kwargs)
+
+    def check_can_live_migrate_source(self, context, instance,
+                                      dest_check_data, *args, **kwargs):
+        ours = self._our_providers()
+        store = self._assignments()
+        held = store.of_consumer(instance.uuid, ours)
+        link = moves.links(context)(instance.uuid)
+        if link is not None and link.instance == instance.uuid:
+            held.update(store.of_consumer(link.migration, ours))
+        if held:
+            units = sorted(u for us in held.values() for u in us)
+            raise exception.MigrationPreCheckError(
+                reason='instance %s holds accelerator units %s on this '
+                       'host; cyborg-nova cannot live-migrate them: cold '
+                       'migrate or resize it instead'
+                       % (instance.uuid, ', '.join(units)))
+        return super().check_can_live_migrate_source(
+            context, instance, dest_check_data, *args, **kwargs)
+
     def _get_guest_config(self, instance, *args, **kwargs):
         guest = super()._get_guest_config(instance, *args, **kwargs)
-        held = self._assignments().of_consumer(instance.node, instance.uuid)
+        held = self._assignments().of_consumer(instance.uuid,
+                                               self._our_providers())
         for _, units in sorted(held.items()):
             for unit in units:
                 guest.add_device(pci_hostdev(unit))
@@ -122,19 +304,20 @@ class GuestAcceleratorsMixin:
                 destroy_disks=destroy_disks, migrate_data=migrate_data,
                 destroy_vifs=destroy_vifs, destroy_secrets=destroy_secrets)
         finally:
-            # A hard reboot also destroys the guest, keeping its disks:
-            # the instance stays, and so do its units.
-            if destroy_disks:
-                self._release(instance, instance.node)
+            reason = self._leaving(instance, destroy_disks)
+            if reason:
+                freed = self._assignments().release(
+                    instance.uuid, providers=self._our_providers())
+                if freed:
+                    LOG.info('Instance %s released %d accelerator unit(s) '
+                             '(%s)', instance.uuid, freed, reason)
 
-    def confirm_migration(self, context, migration, instance, network_info):
-        super().confirm_migration(context, migration, instance,
-                                  network_info)
-        # The instance now lives on the destination, with its own units.
-        self._release(instance, migration.source_node)
-
-    def _release(self, instance, nodename: str) -> None:
-        freed = self._assignments().release(nodename, instance.uuid)
-        if freed:
-            LOG.info('Instance %s released %d accelerator unit(s) on %s',
-                     instance.uuid, freed, nodename)
+    def _leaving(self, instance, destroy_disks) -> str | None:
+        """Why the guest leaves this host for good, or None if it stays."""
+        if instance.task_state == task_states.RESIZE_REVERTING:
+            return 'resize reverted away from this host'
+        if instance.node not in self._our_nodes():
+            return 'the instance lives on %s now' % instance.node
+        if destroy_disks and instance.task_state not in _COMES_BACK:
+            return 'guest destroyed with its disks'
+        return None

@@ -2,6 +2,7 @@
 
 import concurrent.futures
 import multiprocessing
+import time
 
 import pytest
 
@@ -23,32 +24,34 @@ def make(path):
 
 def test_deterministic_and_idempotent(store_path):
     a = make(store_path)
-    assert a.assign('cn1', 'vm1', PF, VFS, 2) == VFS[:2]
+    assert a.assign('vm1', PF, VFS, 2) == VFS[:2]
     # Called again at every guest rebuild: the same units.
-    assert a.assign('cn1', 'vm1', PF, VFS, 2) == VFS[:2]
-    assert a.assign('cn1', 'vm2', PF, VFS, 1) == VFS[2:3]
-    assert a.of_consumer('cn1', 'vm1') == {PF: VFS[:2]}
-    assert a.release('cn1', 'vm1') == 2
-    assert a.assign('cn1', 'vm3', PF, VFS, 3) == [VFS[0], VFS[1], VFS[3]]
-    # Another node's units are separate.
-    assert a.assign('cn2', 'vm9', PF, VFS, 1) == VFS[:1]
+    assert a.assign('vm1', PF, VFS, 2) == VFS[:2]
+    assert a.assign('vm2', PF, VFS, 1) == VFS[2:3]
+    assert a.of_consumer('vm1') == {PF: VFS[:2]}
+    assert a.release('vm1') == 2
+    assert a.assign('vm3', PF, VFS, 3) == [VFS[0], VFS[1], VFS[3]]
+    # Another provider's units are separate.
+    assert a.assign('vm9', 'other-pf', VFS, 1) == VFS[:1]
+    assert a.of_consumer('vm9', ['other-pf']) == {'other-pf': VFS[:1]}
+    assert a.of_consumer('vm9', [PF]) == {}
 
 
 def test_not_enough_units_assigns_nothing(store_path):
     a = make(store_path)
-    a.assign('cn1', 'vm1', PF, VFS, 63)
+    a.assign('vm1', PF, VFS, 63)
     with pytest.raises(assignments.NoFreeUnits) as exc:
-        a.assign('cn1', 'vm2', PF, VFS, 2)
+        a.assign('vm2', PF, VFS, 2)
     assert '1 free' in str(exc.value)
-    assert a.of_consumer('cn1', 'vm2') == {}
+    assert a.of_consumer('vm2') == {}
     with pytest.raises(assignments.NoFreeUnits):
-        a.assign('cn1', 'vm2', PF, [], 1)
+        a.assign('vm2', PF, [], 1)
 
 
 def _one(args):
     path, consumer = args
     try:
-        return consumer, make(path).assign('cn1', consumer, PF, VFS, 1)
+        return consumer, make(path).assign(consumer, PF, VFS, 1)
     except assignments.NoFreeUnits:
         return consumer, None
 
@@ -71,3 +74,110 @@ def test_200_concurrent_assignments_never_share_a_vf(store_path, pool):
     assert len(set(given)) == 64
     assert set(given) == set(VFS)
     assert len(refused) == 136
+
+
+MIG = 'migration-uuid'
+
+
+def links(status='post-migrating'):
+    table = {'vm1': assignments.Link(MIG, 'vm1', status),
+             MIG: assignments.Link(MIG, 'vm1', status)}
+    return table.get
+
+
+def test_move_replaces_what_the_destination_held(store_path):
+    a = make(store_path)
+    a.assign('vm1', PF, VFS, 2)
+    a.assign(MIG, PF, VFS, 1)
+    assert a.move('vm1', MIG) == 2
+    # As Placement's move: the destination's own allocation is replaced.
+    assert a.of_consumer(MIG) == {PF: VFS[:2]}
+    assert a.of_consumer('vm1') == {}
+    assert [r.unit for r in a.all()] == VFS[:2]
+    assert a.move('vm1', MIG) == 0
+
+
+def test_trim_keeps_the_first_units(store_path):
+    a = make(store_path)
+    a.assign('vm1', PF, VFS, 3)
+    assert a.trim('vm1', PF, 1) == VFS[1:3]
+    assert a.of_consumer('vm1') == {PF: VFS[:1]}
+    assert a.trim('vm1', PF, 1) == []
+
+
+def test_reconcile_frees_units_of_gone_consumers_only(store_path):
+    a = make(store_path)
+    a.assign('vm1', PF, VFS, 2)
+    a.assign('vm2', PF, VFS, 1)
+    result = a.reconcile(PF, {'vm2': 1, 'vm3': 2}, time.time(), links())
+    assert result.released == {'vm1': VFS[:2]}
+    assert result.short == {'vm3': (2, 0)}
+    assert a.of_consumer('vm2') == {PF: VFS[2:3]}
+    assert a.of_consumer('vm1') == {}
+
+
+def test_reconcile_keeps_units_assigned_after_the_read(store_path):
+    a = make(store_path)
+    read_at = time.time()
+    time.sleep(0.01)
+    a.assign('vm1', PF, VFS, 2)
+    result = a.reconcile(PF, {}, read_at)
+    assert not result
+    assert a.of_consumer('vm1') == {PF: VFS[:2]}
+
+
+def test_reconcile_follows_a_move_to_the_migration(store_path):
+    # The conductor moved vm1's allocation to its migration record before
+    # the source compute said so: the units follow, never freed.
+    a = make(store_path)
+    a.assign('vm1', PF, VFS, 2)
+    result = a.reconcile(PF, {MIG: 2}, time.time(), links())
+    assert result.moved == [('vm1', MIG, VFS[:2])]
+    assert a.of_consumer(MIG) == {PF: VFS[:2]}
+    # Without knowing the move it would have freed them.
+    assert not result.released
+
+
+def test_reconcile_follows_a_revert_back_to_the_instance(store_path):
+    a = make(store_path)
+    a.assign(MIG, PF, VFS, 2)
+    result = a.reconcile(PF, {'vm1': 2}, time.time(), links('reverted'))
+    assert result.moved == [(MIG, 'vm1', VFS[:2])]
+    assert a.of_consumer('vm1') == {PF: VFS[:2]}
+
+
+def test_reconcile_after_a_same_host_confirm_frees_the_old_units(store_path):
+    a = make(store_path)
+    a.assign(MIG, PF, VFS, 2)
+    a.assign('vm1', PF, VFS, 2)
+    result = a.reconcile(PF, {'vm1': 2}, time.time(), links('confirmed'))
+    assert result.released == {MIG: VFS[:2]}
+    assert a.of_consumer('vm1') == {PF: VFS[2:4]}
+
+
+def test_reconcile_after_a_same_host_revert_gives_the_old_units_back(
+        store_path):
+    a = make(store_path)
+    a.assign(MIG, PF, VFS, 2)
+    a.assign('vm1', PF, VFS, 1)
+    result = a.reconcile(PF, {'vm1': 2}, time.time(), links('reverted'))
+    assert result.moved == [(MIG, 'vm1', VFS[:2])]
+    assert a.of_consumer('vm1') == {PF: VFS[:2]}
+    assert len(a.all()) == 2
+
+
+def test_rows_of_the_first_schema_carry_over(store_path):
+    store = state.StateStore(store_path)
+    with store._transaction() as db:
+        db.execute('CREATE TABLE assignments (nodename TEXT NOT NULL, '
+                   'unit TEXT NOT NULL, consumer TEXT NOT NULL, provider '
+                   'TEXT NOT NULL, created_at REAL NOT NULL, PRIMARY KEY '
+                   '(nodename, unit))')
+        db.execute("INSERT INTO assignments VALUES ('cn1', ?, 'vm1', ?, 1)",
+                   (VFS[0], PF))
+    a = assignments.Assignments(store)
+    assert a.of_consumer('vm1') == {PF: VFS[:1]}
+    with store._connect() as db:
+        tables = {r[0] for r in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert 'assignments' not in tables

@@ -30,8 +30,7 @@ def _one_line_error(err: str) -> str:
 
 
 def _units(host, server):
-    return assignments.Assignments(host.store).of_consumer(host.nodename,
-                                                           server)
+    return assignments.Assignments(host.store).of_consumer(server)
 
 
 @pytest.mark.parametrize('by', ['address', 'provider'])

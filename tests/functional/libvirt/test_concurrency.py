@@ -94,8 +94,7 @@ def test_concurrent_attaches_never_share_a_unit(host, domains):
         'consumer_generation']
     assert conftest.without_generations(after) == (
         conftest.without_generations(booted[server]))
-    assert assignments.Assignments(host.store).of_consumer(
-        host.nodename, server) == {}
+    assert assignments.Assignments(host.store).of_consumer(server) == {}
     assert '<hostdev' not in by_server[server].xml(inactive=True)
 
     # And all detached at once: everything is free again.

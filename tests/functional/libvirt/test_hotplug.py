@@ -31,8 +31,7 @@ def _guest(server, strategy):
 
 
 def _units(host, server):
-    return assignments.Assignments(host.store).of_consumer(host.nodename,
-                                                           server)
+    return assignments.Assignments(host.store).of_consumer(server)
 
 
 def test_attach_then_detach_with_device_removed_event(host, domains):
@@ -148,8 +147,7 @@ def test_detach_times_out_when_the_guest_keeps_the_device(
     assert host.usage(PF) == {RC: 1}
     # Clean up as Nova would when the instance goes away.
     domain.dom.destroy()
-    assignments.Assignments(host.store).release(host.nodename,
-                                                domain.server)
+    assignments.Assignments(host.store).release(domain.server)
     host.placement('DELETE', '/allocations/%s' % domain.server)
 
 

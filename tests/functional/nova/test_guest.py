@@ -56,7 +56,7 @@ class TestGuestDevices(base.LibvirtAcceleratorTestCase):
         # Two VFs of the one PF offering dc, the first free ones in VF
         # index order.
         self.assertEqual(['0000:70:00.1', '0000:70:00.2'], devs)
-        held = self.store('crypto1').of_consumer('crypto1', server['id'])
+        held = self.store('crypto1').of_consumer(server['id'])
         self.assertEqual({rps['0000:70:00.0']['uuid']: devs}, held)
 
         # A second server gets the next two, never the same.
@@ -76,7 +76,7 @@ class TestGuestDevices(base.LibvirtAcceleratorTestCase):
 
         self._delete_server(server)
         self.assertEqual({}, self.store('crypto1').of_consumer(
-            'crypto1', server['id']))
+            server['id']))
         third = self._create_server(flavor_id=flavor, networks='none')
         # The freed VFs are the first free ones again.
         self.assertEqual(['0000:70:00.1', '0000:70:00.2'],

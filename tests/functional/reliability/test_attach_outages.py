@@ -50,8 +50,7 @@ def _run(qat_host, placement, operation, server, when, method, fragment,
 
 
 def _units(qat_host, server):
-    return assignments.Assignments(qat_host.store).of_consumer(
-        qat_host.nodename, server)
+    return assignments.Assignments(qat_host.store).of_consumer(server)
 
 
 # (when, request, running guest, what the attach does)

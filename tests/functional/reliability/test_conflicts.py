@@ -220,5 +220,5 @@ def test_attaches_against_another_writer(qat_host, live_placement,
 def libvirt_units(qat_host, server):
     from cyborg_nova import assignments
     return [u for units in assignments.Assignments(
-        qat_host.store).of_consumer(qat_host.nodename, server).values()
+        qat_host.store).of_consumer(server).values()
         for u in units]

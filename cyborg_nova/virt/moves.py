@@ -1,0 +1,78 @@
+"""What Nova knows of moves, and Placement's allocations, for the units.
+
+The unit store mirrors Placement's allocations; Placement does not say
+that a migration record's allocation belongs to an instance, Nova's
+migration records do. These helpers read both through Nova's own
+clients, so nova-compute's credentials and retries apply.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from nova import exception
+from nova import objects
+from nova.scheduler.client import report
+
+from cyborg_nova import assignments
+
+LOG = logging.getLogger(__name__)
+
+# Moves for which Nova's conductor gives the instance's allocation to the
+# migration record (evacuations keep it on the instance).
+_MOVES_WITH_MIGRATION_CONSUMER = ('migration', 'resize', 'live-migration')
+# Statuses after which a migration record holds nothing any more.
+_ENDED = ('confirmed', 'reverted', 'error', 'failed', 'completed',
+          'cancelled', 'done')
+
+
+def links(context) -> assignments.LinkLookup:
+    """A lookup of the move a consumer takes part in, cached per call."""
+    cache: dict[str, assignments.Link | None] = {}
+
+    def lookup(consumer: str) -> assignments.Link | None:
+        if consumer not in cache:
+            cache[consumer] = _link(context, consumer)
+        return cache[consumer]
+    return lookup
+
+
+def _link(context, consumer: str) -> assignments.Link | None:
+    try:
+        migration = objects.Migration.get_by_uuid(context, consumer)
+    except exception.MigrationNotFound:
+        migration = None
+    if migration is None:
+        moving = [m for m in objects.MigrationList.get_by_filters(
+            context, {'instance_uuid': consumer})
+            if m.migration_type in _MOVES_WITH_MIGRATION_CONSUMER
+            and m.status not in _ENDED]
+        if not moving:
+            return None
+        migration = max(moving, key=lambda m: m.id)
+    return assignments.Link(migration.uuid, migration.instance_uuid,
+                            migration.status)
+
+
+def provider_holders(context, rp_uuid: str) -> dict[str, int] | None:
+    """{consumer: units allocated} on a provider; None if unknown."""
+    try:
+        info = report.report_client_singleton(
+        ).get_allocations_for_resource_provider(context, rp_uuid)
+    except Exception as exc:
+        LOG.warning('cyborg-nova: cannot read the allocations of provider '
+                    '%s: %s', rp_uuid, exc)
+        return None
+    return {consumer: sum(alloc.get('resources', {}).values())
+            for consumer, alloc in info.allocations.items()}
+
+
+def consumer_allocations(context, consumer: str) -> dict | None:
+    """{provider: {'resources': ...}} of ``consumer``; None if unknown."""
+    try:
+        return report.report_client_singleton().get_allocs_for_consumer(
+            context, consumer).get('allocations', {})
+    except Exception as exc:
+        LOG.warning('cyborg-nova: cannot read the allocations of %s: %s',
+                    consumer, exc)
+        return None

@@ -1,0 +1,176 @@
+"""The harness for Nova's lifecycle operations with accelerator units.
+
+Several computes on the real LibvirtDriver (Nova's fakelibvirt), each
+built from the same host profile with a state store of its own; real
+Placement and Nova services. After every step :meth:`check` compares, on
+every accelerator provider of every host, Placement's allocations with
+the units in the host's store, and every guest's ``<hostdev>`` elements
+(from the last XML Nova defined for it) with its units.
+"""
+
+import collections
+import os
+import xml.etree.ElementTree as ET
+
+import fixtures
+from nova.tests.fixtures import libvirt as fakelibvirt
+
+from cyborg_nova import assignments
+from cyborg_nova import state
+from tests.functional.nova import base
+
+DC_PF = '0000:70:00.0'
+DC = 'trait:CUSTOM_QAT_DC'
+
+
+def hostdevs(xml):
+    """The PCI addresses of the managed ``<hostdev>`` elements, sorted."""
+    found = []
+    for dev in ET.fromstring(xml).iter('hostdev'):
+        addr = dev.find('source/address')
+        found.append('%04x:%02x:%02x.%x' % tuple(
+            int(addr.get(k), 16)
+            for k in ('domain', 'bus', 'slot', 'function')))
+        assert dev.get('managed') == 'yes'
+    return sorted(found)
+
+
+class MovesTestCase(base.LibvirtAcceleratorTestCase):
+    """Computes ``hosts`` from ``profile``, every move made possible."""
+
+    hosts = ('host1', 'host2')
+    profile = 'crypto-nic-host'
+    # Moves, host targeting and services are admin operations.
+    ADMIN_API = True
+
+    def setUp(self):
+        super().setUp()
+        self.flags(allow_resize_to_same_host=True)
+        # Placement is read by the tests, so keep the cycles explicit.
+        self.defined = {}
+        real = fakelibvirt.Connection.defineXML
+
+        def define(conn, xml):
+            uuid = ET.fromstring(xml).findtext('uuid')
+            self.defined[(conn.getHostname(), uuid)] = xml
+            return real(conn, xml)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Connection.defineXML', define))
+        # fakelibvirt has no disks to copy between hosts; the rest of the
+        # move (claims, allocations, finish, confirm, revert) is Nova's.
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.virt.libvirt.driver.LibvirtDriver.'
+            'migrate_disk_and_power_off', lambda *args, **kwargs: '{}'))
+        for host in self.hosts:
+            self.start_accelerator_compute(host, self.profile)
+        self.providers = {}
+        for host in self.hosts:
+            for address, rp in self.accelerator_providers(host).items():
+                self.providers[rp['uuid']] = (host, address)
+
+    # -- helpers -------------------------------------------------------------
+
+    def qat_flavor(self, count, name=None):
+        """A flavor asking for ``count`` VFs of the PF offering dc."""
+        name = name or 'qat%d' % count
+        flavors = self.__dict__.setdefault('_flavors', {})
+        if name not in flavors:
+            flavors[name] = self.flavor(
+                {'resources:CUSTOM_QAT': str(count), DC: 'required'},
+                name=name)
+        return flavors[name]
+
+    def store(self, host):
+        return assignments.Assignments(state.StateStore(
+            os.path.join(self.workdir, host, 'state.sqlite')))
+
+    def units(self, server, host=None):
+        """The units ``server`` (or a migration uuid) holds on ``host``."""
+        uuid = server if isinstance(server, str) else server['id']
+        hosts = [host] if host else self.hosts
+        return sorted(u for h in hosts
+                      for us in self.store(h).of_consumer(uuid).values()
+                      for u in us)
+
+    def xml_units(self, server, host=None):
+        host = host or server['OS-EXT-SRV-ATTR:host']
+        return hostdevs(self.defined[(host, server['id'])])
+
+    def start_on(self, host, flavor, **kwargs):
+        """A server built on ``host``."""
+        server = self._create_server(
+            flavor_id=flavor, networks='none',
+            host=host, **kwargs)
+        if kwargs.get('expected_state', 'ACTIVE') == 'ACTIVE':
+            self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
+        return server
+
+    def usage(self):
+        """{provider: {consumer: amount}} of every accelerator provider."""
+        result = {}
+        for rp in self.providers:
+            allocs = self.placement.get(
+                '/resource_providers/%s/allocations' % rp).body[
+                'allocations']
+            result[rp] = {c: sum(a['resources'].values())
+                          for c, a in allocs.items()}
+        return result
+
+    def check(self):
+        """Every invariant, on every host; the usage it checked."""
+        usage = self.usage()
+        for host in self.hosts:
+            rows = self.store(host).all()
+            by_unit = collections.Counter(r.unit for r in rows)
+            doubled = [u for u, n in by_unit.items() if n > 1]
+            self.assertEqual([], doubled, 'units serving two consumers')
+            for row in rows:
+                self.assertIn(row.provider, self.providers,
+                              'a unit of an unknown provider: %s' % (row,))
+                self.assertEqual(host, self.providers[row.provider][0],
+                                 'a unit recorded on the wrong host')
+        for rp, (host, address) in self.providers.items():
+            held = collections.Counter(
+                r.consumer for r in self.store(host).of_provider(rp))
+            self.assertEqual(usage[rp], dict(held),
+                             'units of %s on %s differ from Placement'
+                             % (address, host))
+            inv = self._get_provider_inventory(rp)
+            for rc, record in inv.items():
+                free_placement = (record['total'] - record['reserved']
+                                  - sum(usage[rp].values()))
+                free_store = record['total'] - sum(held.values())
+                if record['reserved'] == 0:
+                    self.assertEqual(free_placement, free_store)
+        for server in self.admin_api.get_servers(
+                detail=True, search_opts={'all_tenants': 1}):
+            if server['status'] not in ('ACTIVE', 'VERIFY_RESIZE'):
+                continue
+            host = server['OS-EXT-SRV-ATTR:host']
+            allocated = sum(
+                amount for rp, consumers in usage.items()
+                for consumer, amount in consumers.items()
+                if consumer == server['id']
+                and self.providers[rp][0] == host)
+            units = self.units(server, host)
+            self.assertEqual(allocated, len(units))
+            self.assertEqual(units, self.xml_units(server, host),
+                             'the guest of %s on %s does not have its '
+                             'units' % (server['id'], host))
+        return usage
+
+    def stop_host(self, host):
+        """The compute goes down (stopped, and forced down in the API)."""
+        self.computes[host].stop()
+        self.api.put_service(self.computes[host].service_ref.uuid,
+                             {'forced_down': True})
+
+    def restart_host(self, host):
+        self.configure_host(host)
+        self.restart_compute_service(host)
+        self.api.put_service(self.computes[host].service_ref.uuid,
+                             {'forced_down': False})
+
+    def cycle(self):
+        """An update cycle on every running compute."""
+        self._run_periodics()

@@ -1,0 +1,324 @@
+"""Every Nova lifecycle operation keeps units, allocations and XML in step.
+
+Two computes from the ``crypto-nic-host`` profile, the real
+LibvirtDriver on fakelibvirt, real Placement. Each step is followed by
+:meth:`~tests.functional.nova.moves.MovesTestCase.check`: per provider
+and consumer the store's units equal Placement's allocation, no unit
+serves two consumers, and every guest's XML has exactly its units.
+"""
+
+import os
+import shutil
+
+from nova import context as nova_context
+from nova import objects
+
+from tests.functional.nova import moves
+
+
+class TestEvacuate(moves.MovesTestCase):
+
+    def _evacuate(self, server):
+        self.stop_host('host1')
+        # Since microversion 2.95 an evacuated server arrives stopped.
+        server = self._evacuate_server(server, expected_host='host2')
+        self.assertEqual('host2', server['OS-EXT-SRV-ATTR:host'])
+        self._start_server(server)
+        return self._wait_for_state_change(server, 'ACTIVE')
+
+    def test_evacuated_guest_keeps_distinct_units_and_source_cleans_up(self):
+        flavor = self.qat_flavor(2)
+        server = self.start_on('host1', flavor)
+        source_units = self.units(server, 'host1')
+        self.assertEqual(2, len(source_units))
+        self.check()
+        server = self._evacuate(server)
+        # Placement holds both hosts' providers for the instance until
+        # the source comes back; each host's units follow its own.
+        dest_units = self.units(server, 'host2')
+        self.assertEqual(2, len(dest_units))
+        self.assertEqual(dest_units, self.xml_units(server, 'host2'))
+        # A new server on the destination never gets the same VFs.
+        other = self.start_on('host2', flavor)
+        self.assertEqual([], sorted(set(self.units(other, 'host2')) &
+                                    set(dest_units)))
+        self.check()
+        # The evacuated server keeps its VFs across stop and start.
+        self._stop_server(server)
+        server = self._start_server(server)
+        server = self._wait_for_state_change(server, 'ACTIVE')
+        self.assertEqual(dest_units, self.xml_units(server, 'host2'))
+        self.assertEqual(dest_units, self.units(server, 'host2'))
+        # The source still records its units while it is down ...
+        self.assertEqual(source_units, self.units(server, 'host1'))
+        # ... and releases them when it comes back.
+        self.restart_host('host1')
+        self.assertEqual([], self.units(server, 'host1'))
+        self.check()
+
+    def test_source_down_and_instance_deleted_meanwhile(self):
+        flavor = self.qat_flavor(2)
+        server = self.start_on('host1', flavor)
+        server = self._evacuate(server)
+        self._delete_server(server)
+        self.restart_host('host1')
+        self.cycle()
+        self.assertEqual([], self.units(server))
+        self.check()
+
+
+class TestResize(moves.MovesTestCase):
+
+    def resize(self, server, flavor, host=None):
+        """Resize ``server`` to ``flavor`` landing on ``host``."""
+        if host is not None:
+            for name in self.hosts:
+                if name != host:
+                    self.api.put_service(
+                        self.computes[name].service_ref.uuid,
+                        {'status': 'disabled'})
+        try:
+            server = self._resize_server(server, flavor)
+        finally:
+            for name in self.hosts:
+                self.api.put_service(self.computes[name].service_ref.uuid,
+                                     {'status': 'enabled'})
+        if host is not None:
+            self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
+        return server
+
+    def migration_uuid(self, server):
+        ctxt = nova_context.get_admin_context()
+        return objects.MigrationList.get_by_filters(
+            ctxt, {'instance_uuid': server['id']})[0].uuid
+
+    def test_revert_on_another_host_frees_the_destination(self):
+        # The harness's computes share instance storage: Nova reverts
+        # with destroy_disks=False, which used to keep the units.
+        big = self.qat_flavor(16)
+        server = self.start_on('host1', self.qat_flavor(2))
+        before = self.units(server, 'host1')
+        server = self.resize(server, self.qat_flavor(4), host='host2')
+        self.assertEqual(4, len(self.units(server, 'host2')))
+        # The source's units now serve the migration record.
+        self.assertEqual(before,
+                         self.units(self.migration_uuid(server), 'host1'))
+        self.check()
+        server = self._revert_resize(server)
+        self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
+        self.assertEqual(before, self.xml_units(server, 'host1'))
+        self.assertEqual([], self.units(server, 'host2'))
+        self.check()
+        # All 16 VFs of the destination's PF can be taken again.
+        full = self.start_on('host2', big)
+        self.assertEqual(16, len(self.units(full, 'host2')))
+        self.check()
+
+    def test_confirm_on_another_host(self):
+        server = self.start_on('host1', self.qat_flavor(2))
+        server = self.resize(server, self.qat_flavor(1), host='host2')
+        server = self._confirm_resize(server)
+        self.assertEqual([], self.units(server, 'host1'))
+        self.assertEqual(1, len(self.units(server, 'host2')))
+        self.check()
+
+    def _same_host(self, old, new, confirm):
+        server = self.start_on('host1', old)
+        before = self.units(server, 'host1')
+        server = self.resize(server, new, host='host1')
+        migration = self.migration_uuid(server)
+        # The stopped guest's units serve the migration record, the new
+        # guest's are its own: never the same VF twice.
+        self.assertEqual(before, self.units(migration, 'host1'))
+        after = self.units(server, 'host1')
+        self.assertEqual([], sorted(set(before) & set(after)))
+        self.check()
+        if confirm:
+            server = self._confirm_resize(server)
+            self.assertEqual(after, self.units(server, 'host1'))
+        else:
+            server = self._revert_resize(server)
+            self.assertEqual(before, self.units(server, 'host1'))
+        self.assertEqual([], self.units(migration))
+        self.check()
+        # The next server never gets a VF the guest still uses.
+        other = self.start_on('host1', self.qat_flavor(2), )
+        self.assertEqual([], sorted(set(self.units(other)) &
+                                    set(self.units(server))))
+        self.check()
+        return server
+
+    def test_same_host_confirm_same_count(self):
+        self._same_host(self.qat_flavor(2), self.qat_flavor(2, 'qat2b'),
+                        confirm=True)
+
+    def test_same_host_confirm_more(self):
+        self._same_host(self.qat_flavor(2), self.qat_flavor(3), True)
+
+    def test_same_host_confirm_fewer(self):
+        self._same_host(self.qat_flavor(3), self.qat_flavor(1), True)
+
+    def test_same_host_confirm_to_no_accelerator(self):
+        server = self._same_host(self.qat_flavor(2),
+                                 self.flavor({}, name='plain'), True)
+        self.assertEqual([], self.units(server))
+        self.assertEqual([], self.xml_units(server, 'host1'))
+
+    def test_same_host_revert_same_count(self):
+        self._same_host(self.qat_flavor(2), self.qat_flavor(2, 'qat2b'),
+                        confirm=False)
+
+    def test_same_host_revert_more(self):
+        self._same_host(self.qat_flavor(2), self.qat_flavor(3), False)
+
+    def test_same_host_revert_fewer(self):
+        self._same_host(self.qat_flavor(3), self.qat_flavor(1), False)
+
+    def test_same_host_revert_from_no_accelerator(self):
+        self._same_host(self.qat_flavor(2), self.flavor({}, name='plain'),
+                        False)
+
+    def test_other_host_to_more_and_to_none(self):
+        server = self.start_on('host1', self.qat_flavor(2))
+        server = self.resize(server, self.qat_flavor(3), host='host2')
+        server = self._confirm_resize(server)
+        self.assertEqual(3, len(self.xml_units(server, 'host2')))
+        self.check()
+        server = self.resize(server, self.flavor({}, name='plain'),
+                             host='host1')
+        self.assertEqual([], self.xml_units(server, 'host1'))
+        server = self._confirm_resize(server)
+        self.assertEqual([], self.units(server))
+        self.check()
+
+    def test_cold_migrate_confirm_and_revert(self):
+        server = self.start_on('host1', self.qat_flavor(2))
+        before = self.units(server, 'host1')
+        server = self._migrate_server(server)
+        self.assertEqual('host2', server['OS-EXT-SRV-ATTR:host'])
+        self.check()
+        server = self._revert_resize(server)
+        self.assertEqual(before, self.xml_units(server, 'host1'))
+        self.check()
+        server = self._migrate_server(server)
+        server = self._confirm_resize(server)
+        self.assertEqual([], self.units(server, 'host1'))
+        self.assertEqual(2, len(self.xml_units(server, 'host2')))
+        self.check()
+
+
+class TestInPlace(moves.MovesTestCase):
+    """Operations that keep the instance on its host."""
+
+    hosts = ('host1',)
+
+    def setUp(self):
+        super().setUp()
+        self.server = self.start_on('host1', self.qat_flavor(2))
+        self.before = self.units(self.server, 'host1')
+        self.assertEqual(2, len(self.before))
+
+    def assert_same_units(self, server):
+        server = self.api.get_server(server['id'])
+        self.assertEqual(self.before, self.units(server, 'host1'))
+        self.assertEqual(self.before, self.xml_units(server, 'host1'))
+        self.check()
+
+    def test_hard_and_soft_reboot(self):
+        self._reboot_server(self.server, hard=True)
+        self.assert_same_units(self.server)
+        self._reboot_server(self.server, hard=False)
+        self.assert_same_units(self.server)
+
+    def test_stop_start(self):
+        self._stop_server(self.server)
+        self._start_server(self.server)
+        self._wait_for_state_change(self.server, 'ACTIVE')
+        self.assert_same_units(self.server)
+
+    def test_suspend_resume(self):
+        self._suspend_server(self.server)
+        self._resume_server(self.server)
+        self.assert_same_units(self.server)
+
+    def test_rebuild(self):
+        server = self._rebuild_server(self.server,
+                                      self.server['image']['id'])
+        self.assert_same_units(server)
+
+    def test_host_reboot(self):
+        compute = self.computes['host1']
+        ctxt = nova_context.get_admin_context()
+        instance = objects.Instance.get_by_uuid(ctxt, self.server['id'])
+        compute.driver.resume_state_on_host_boot(ctxt, instance, [], None)
+        self.assert_same_units(self.server)
+
+    def test_shelve_offload_and_unshelve(self):
+        server = self._shelve_server(self.server)
+        self.assertEqual([], self.units(server))
+        self.check()
+        server = self._unshelve_server(server)
+        self.assertEqual(2, len(self.xml_units(server, 'host1')))
+        self.check()
+
+    def test_delete_and_delete_while_the_compute_is_down(self):
+        self._delete_server(self.server)
+        self.assertEqual([], self.units(self.server))
+        self.check()
+        server = self.start_on('host1', self.qat_flavor(2))
+        self.stop_host('host1')
+        self._delete_server(server)
+        # Deleted by the API while the compute was down: the host's
+        # units are freed once it is back and reconciles with Placement.
+        self.assertEqual(2, len(self.units(server)))
+        self.restart_host('host1')
+        self.cycle()
+        self.assertEqual([], self.units(server))
+        self.check()
+        full = self.start_on('host1', self.qat_flavor(16))
+        self.assertEqual(16, len(self.units(full)))
+
+    def test_lost_units_repaired_at_the_next_guest_build(self):
+        self.store('host1').release(self.server['id'])
+        self._reboot_server(self.server, hard=True)
+        self.assertEqual(2, len(self.xml_units(self.server, 'host1')))
+        self.check()
+
+
+class TestLiveMigration(moves.MovesTestCase):
+
+    def test_refused_and_nothing_changes(self):
+        server = self.start_on('host1', self.qat_flavor(2))
+        usage = self.check()
+        # As in Nova's own tests: the harness turns casts into calls, so
+        # the conductor's pre-check failure reaches the API as a 500 (a
+        # real cloud answers 202 and records the failure).
+        self.api.api_post(
+            '/servers/%s/action' % server['id'],
+            {'os-migrateLive': {'host': 'host2', 'block_migration': 'auto'}},
+            check_response_status=[500])
+        self._wait_for_migration_status(server, ['error'])
+        server = self._wait_for_state_change(server, 'ACTIVE')
+        self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
+        self.assertIn('cannot live-migrate them: cold migrate or resize it '
+                      'instead', self.stdlog.logger.output)
+        # Nothing moved: allocations, units and the guest are as before.
+        self.assertEqual(usage, self.check())
+        self.assertEqual(2, len(self.xml_units(server, 'host1')))
+
+
+class TestUnreadableSysfs(moves.MovesTestCase):
+
+    hosts = ('host1',)
+
+    def test_ordinary_flavors_still_build(self):
+        shutil.rmtree(os.path.join(self.trees['host1'], 'bus'))
+        server = self.start_on('host1', self.flavor({}, name='plain'))
+        self.assertEqual([], self.xml_units(server, 'host1'))
+        # An accelerator flavor fails with a reason, and is not left
+        # holding anything.
+        failed = self.start_on('host1', self.qat_flavor(2),
+                               expected_state='ERROR')
+        self.assertIn('cannot read the accelerators of this host',
+                      self.stdlog.logger.output)
+        self.assertEqual([], self.units(failed))

@@ -217,13 +217,14 @@ class Assignments:
         if only is not None:
             if not only:
                 return 0
-            # Only '?' placeholders are formatted in; values are bound.
             query += ' AND provider IN (%s)' % ','.join('?' * len(only))
             args.extend(only)
         if created_before is not None:
             query += ' AND created_at < ?'
             args.append(created_before)
         with self.store._transaction() as db:
+            # Only constant clauses and '?' placeholders are formatted
+            # into the query; every value is bound.
             return db.execute(query, args).rowcount  # nosec B608
 
     def move(self, source: str, dest: str,

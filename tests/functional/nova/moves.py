@@ -116,8 +116,13 @@ class MovesTestCase(base.LibvirtAcceleratorTestCase):
                           for c, a in allocs.items()}
         return result
 
-    def check(self):
-        """Every invariant, on every host; the usage it checked."""
+    def check(self, skip_hosts=()):
+        """Every invariant, on every host; the usage it checked.
+
+        :param skip_hosts: computes that are down: their units are not
+            compared with Placement (the API may have deleted a server
+            meanwhile; the compute catches up when it is back).
+        """
         usage = self.usage()
         for host in self.hosts:
             rows = self.store(host).all()
@@ -130,6 +135,8 @@ class MovesTestCase(base.LibvirtAcceleratorTestCase):
                 self.assertEqual(host, self.providers[row.provider][0],
                                  'a unit recorded on the wrong host')
         for rp, (host, address) in self.providers.items():
+            if host in skip_hosts:
+                continue
             held = collections.Counter(
                 r.consumer for r in self.store(host).of_provider(rp))
             self.assertEqual(usage[rp], dict(held),

@@ -322,3 +322,26 @@ class TestUnreadableSysfs(moves.MovesTestCase):
         self.assertIn('cannot read the accelerators of this host',
                       self.stdlog.logger.output)
         self.assertEqual([], self.units(failed))
+
+
+class TestSteadyCycle(moves.MovesTestCase):
+
+    hosts = ('host1',)
+
+    def test_reads_each_provider_once_and_writes_nothing(self):
+        self.start_on('host1', self.qat_flavor(2))
+        self.cycle()
+        self.counter.reset()
+        self.cycle()
+        # The reconciliation costs one read of each accelerator
+        # provider's allocations per cycle; a steady cycle writes
+        # nothing, and the store is left as it was.
+        self.assertEqual([], self.counter.writes())
+        reads = [path for method, path in self.counter.requests
+                 if method == 'GET' and path.endswith('/allocations')
+                 and path.split('/')[-2] in self.providers]
+        # Nova's resource tracker reads every provider of the tree once
+        # itself (get_allocations_for_provider_tree); the reconciliation
+        # reads each accelerator provider once more.
+        self.assertEqual(2 * len(self.providers), len(reads))
+        self.check()

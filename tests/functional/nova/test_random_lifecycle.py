@@ -140,7 +140,22 @@ class TestRandomLifecycle(moves.MovesTestCase):
                   self.pick(rng, 'SHUTOFF', up=False))
         if server is None:
             return None
-        self.api.post_server_action(server['id'], {'evacuate': {}})
+        # Nova refuses to evacuate onto a hypervisor that still has the
+        # instance's domain. Here one can: the libvirt driver undefines a
+        # confirmed migration's source domain only when the global
+        # CONF.host (the last compute started in this process) is not
+        # the instance's host. Such a host is not chosen.
+        targets = [h for h in self.hosts if h not in self.down
+                   and not self.has_domain(server, h)]
+        if not targets:
+            return None
+        try:
+            self.api.post_server_action(server['id'], {'evacuate': {
+                'host': rng.choice(targets)}})
+        except client.OpenStackApiException:
+            # No room there: as for a move, the harness's casts-as-calls
+            # bring the scheduler's answer to the API; nothing moved.
+            pass
         server = self.settle(server)
         if server['status'] == 'SHUTOFF' and self.on_up_host(server):
             self._start_server(server)
@@ -149,10 +164,12 @@ class TestRandomLifecycle(moves.MovesTestCase):
             server['id'][:8], server['status'],
             server['OS-EXT-SRV-ATTR:host'])
 
-    def has_domain(self, server):
-        conn = self.computes[server['OS-EXT-SRV-ATTR:host']].driver._host
+    def has_domain(self, server, host=None):
+        """Whether ``host``'s fakelibvirt has a domain for ``server``."""
+        conn = self.computes[host or server['OS-EXT-SRV-ATTR:host']]
         try:
-            conn.get_connection().lookupByUUIDString(server['id'])
+            conn.driver._host.get_connection().lookupByUUIDString(
+                server['id'])
         except Exception:
             return False
         return True
@@ -234,7 +251,7 @@ class TestRandomLifecycle(moves.MovesTestCase):
         (op_boot, 6), (op_delete, 2), (op_resize, 3), (op_migrate, 2),
         (op_confirm_or_revert, 4), (op_evacuate, 2), (op_shelve, 1),
         (op_unshelve, 1), (op_reboot, 1), (op_stop_start, 1),
-        (op_host_down, 2), (op_host_up, 1), (op_cycle, 1),
+        (op_host_down, 1), (op_host_up, 1), (op_cycle, 1),
     )
 
     def test_random_operations(self):
@@ -247,10 +264,9 @@ class TestRandomLifecycle(moves.MovesTestCase):
         try:
             while len(done) < count:
                 # While a compute is down, its servers are evacuated
-                # (or it comes back) more often than anything else.
+                # more often.
                 op = rng.choices(ops, weights if not self.down else [
-                    w * (4 if o in (TestRandomLifecycle.op_evacuate,
-                                    TestRandomLifecycle.op_host_up) else 1)
+                    w * (3 if o is TestRandomLifecycle.op_evacuate else 1)
                     for o, w in self.OPERATIONS])[0]
                 what = op(self, rng)
                 if what is None:

@@ -142,7 +142,9 @@ def update_vfs(conf: cfg.ConfigOpts, store: state_store.StateStore,
     Refused while anything holds one of those devices: the kernel changes
     a VF count by removing every VF first. Each device is held while its
     VFs change and gets its state back afterwards; nova-compute reports
-    the new total at its next update.
+    the new total at its next update. Each count written is recorded in
+    the store, for nova-compute to write back after a host reboot (see
+    :mod:`cyborg_nova.restore`).
 
     :param set_num_vfs: ``(address, count)``, the privileged write.
     :raises LifecycleError: no such device, in use, or the write failed.
@@ -194,6 +196,7 @@ def update_vfs(conf: cfg.ConfigOpts, store: state_store.StateStore,
                 'setting %d VFs on %s failed: %s; the device stays held '
                 '(cyborg-nova device-set-state to release it)'
                 % (num_vfs, accelerator.address, exc))
+        store.set_vf_count(nodename, accelerator.address, num_vfs)
         store.set_state(nodename, accelerator.address, row.state,
                         row.reason)
         done.append('%s: %d -> %d VFs' % (accelerator.address,

@@ -2,10 +2,11 @@
 
 nova-compute (the virt driver extension), the agent and the CLI on one
 host share it. It holds each device's lifecycle state, which decides the
-``reserved`` value its provider gets, and the traits this project last
-set on the provider (so it removes only traits it owns). Connections are
-opened per operation: safe for nova-compute's threads and for several
-processes, with SQLite doing the locking.
+``reserved`` value its provider gets, the traits this project last set
+on the provider (so it removes only traits it owns), and the VF count the
+operator set on each SR-IOV PF (which the kernel forgets at every boot).
+Connections are opened per operation: safe for nova-compute's threads and
+for several processes, with SQLite doing the locking.
 """
 
 from __future__ import annotations
@@ -43,6 +44,17 @@ CREATE TABLE IF NOT EXISTS drivers (
     name TEXT PRIMARY KEY,
     enabled INTEGER NOT NULL,
     updated_at REAL NOT NULL
+)
+"""
+# The operator's VF count per PF (``update-driver --num-vfs``): sysfs
+# resets sriov_numvfs to 0 at boot, so this is what is written back.
+_VF_COUNTS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS vf_counts (
+    nodename TEXT NOT NULL,
+    address TEXT NOT NULL,
+    num_vfs INTEGER NOT NULL,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (nodename, address)
 )
 """
 # Columns added after the first schema, with their definitions; added to
@@ -99,6 +111,7 @@ class StateStore:
             db.execute('PRAGMA journal_mode=WAL')
             db.execute(_SCHEMA)
             db.execute(_DRIVERS_SCHEMA)
+            db.execute(_VF_COUNTS_SCHEMA)
             have = {row[1] for row in db.execute(
                 'PRAGMA table_info(devices)')}
             for name, definition in _COLUMNS_ADDED:
@@ -245,10 +258,31 @@ class StateStore:
                        'updated_at) VALUES (?, ?, ?)',
                        (name, int(enabled), time.time()))
 
+    def vf_counts(self, nodename: str) -> dict[str, int]:
+        """The VF count last set on each PF of ``nodename``, by address."""
+        with self._connect() as db:
+            return dict(db.execute(
+                'SELECT address, num_vfs FROM vf_counts WHERE nodename = ?',
+                (nodename,)).fetchall())
+
+    def set_vf_count(self, nodename: str, address: str,
+                     num_vfs: int) -> None:
+        """Record the VF count the operator set on the PF at ``address``."""
+        with self._transaction() as db:
+            db.execute('INSERT OR REPLACE INTO vf_counts (nodename, '
+                       'address, num_vfs, updated_at) VALUES (?, ?, ?, ?)',
+                       (nodename, address, num_vfs, time.time()))
+
     def forget(self, nodename: str, address: str) -> None:
-        """Drop a device whose provider has been removed."""
+        """Drop a device whose provider has been removed.
+
+        Its recorded VF count goes with it: a card found in the slot
+        later is set up anew, not given VFs meant for the one that left.
+        """
         with self._transaction() as db:
             db.execute('DELETE FROM devices WHERE nodename = ? AND '
+                       'address = ?', (nodename, address))
+            db.execute('DELETE FROM vf_counts WHERE nodename = ? AND '
                        'address = ?', (nodename, address))
 
 

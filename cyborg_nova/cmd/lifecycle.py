@@ -70,6 +70,9 @@ class UpdateDriver(command.Command):
     while any of those devices holds allocations in Placement (the
     message names the instances): the kernel removes every VF to change
     the count. nova-compute reports the new inventory at its next update.
+    The count is recorded in the host's state store: the kernel starts
+    with no VFs after a reboot, and nova-compute writes it back when it
+    starts.
     """
 
     def get_parser(self, prog_name):

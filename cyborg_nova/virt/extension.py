@@ -2,14 +2,17 @@
 
 Mixed in front of a concrete Nova driver class, it extends
 ``update_provider_tree``: the wrapped driver reports the compute node as
-always, then the accelerators are added as its children. Everything is
-read from Nova's own ``CONF`` (nova.conf), where the ``[cyborg_nova]``
-and driver option groups are registered when the driver is created.
+always, then the accelerators are added as its children. Its
+``init_host`` writes back the VF counts a host reboot reset (see
+:mod:`cyborg_nova.restore`). Everything is read from Nova's own ``CONF``
+(nova.conf), where the ``[cyborg_nova]`` and driver option groups are
+registered when the driver is created.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 
 import nova.conf
 from nova import context as nova_context
@@ -24,6 +27,7 @@ from cyborg_nova import extra_specs
 from cyborg_nova import lifecycle
 from cyborg_nova import programming
 from cyborg_nova import providers
+from cyborg_nova import restore
 from cyborg_nova import state as state_store
 
 LOG = logging.getLogger(__name__)
@@ -68,6 +72,9 @@ class AcceleratorProviderMixin:
         self._accelerator_store: state_store.StateStore | None = None
         self._driver_names: list[str] = []
         self._accelerator_programmer: programming.Programmer | None = None
+        # The privileged VF count write; Nova's functional tests, which
+        # have no privsep daemon, put a fake kernel's write here.
+        self._set_num_vfs: restore.SetNumVfs = _privileged_set_num_vfs
 
     def _updater(self) -> providers.ProviderTreeUpdater:
         opts = CONF.cyborg_nova
@@ -102,6 +109,45 @@ class AcceleratorProviderMixin:
             # providers instances may be using.
             LOG.exception('cyborg-nova: accelerator providers of %s not '
                           'updated this cycle', nodename)
+
+    # -- VFs back after a host reboot ----------------------------------------
+
+    def init_host(self, host):
+        super().init_host(host)
+        # Nova calls this before it resumes the host's guests
+        # (_init_instance) and before the first update of the provider
+        # tree: the guests' VFs must exist by then, and the first report
+        # must show the restored totals, not an empty PF.
+        try:
+            self._restore_vfs()
+        except Exception:
+            # A host that cannot restore VFs still runs its other guests.
+            LOG.exception('cyborg-nova: VF counts not restored; starting '
+                          'without them')
+
+    def _restore_vfs(self) -> None:
+        opts = CONF.cyborg_nova
+        if self._accelerator_store is None:
+            if not os.path.exists(opts.state_path):
+                return  # no store, so nothing recorded
+            self._accelerator_store = state_store.StateStore(
+                opts.state_path)
+        store = self._accelerator_store
+        # The wrapped driver's init_host (above) made its nodes known:
+        # the fake drivers set them there, libvirt asks its now open
+        # connection for the hypervisor hostname. Nova's own node lookup
+        # right after init_host is built on the same names, and they are
+        # the nodenames of the updates (and of update-driver's
+        # --nodename), so the store's rows are found under them.
+        for nodename in self.get_available_nodes(refresh=False) or ():
+            if not store.vf_counts(nodename):
+                continue
+            outcomes = restore.restore_vfs(
+                store, nodename, opts.sysfs_root, self._set_num_vfs,
+                _placement_allocations)
+            LOG.info('cyborg-nova: VF counts of %s after start: %s',
+                     nodename, ', '.join('%s %s' % (o.address, o.action)
+                                         for o in outcomes))
 
     # -- program on spawn ----------------------------------------------------
 
@@ -185,6 +231,13 @@ class AcceleratorProviderMixin:
         self._program_for_instance(instance, allocations)
         return super().spawn(context, instance, image_meta, injected_files,
                              admin_password, allocations, *args, **kwargs)
+
+
+def _privileged_set_num_vfs(address: str, count: int) -> int:
+    # Imported on use: the sysfs_admin daemon is started only on a host
+    # with VF counts to write back.
+    from privsep import pci
+    return pci.set_num_vfs(address, count)
 
 
 def _placement_allocations(rp_uuid: str) -> dict | None:

@@ -9,6 +9,7 @@ import uuid
 import pytest
 
 from cyborg_drivers.fake import hosttree
+from cyborg_nova import state as state_store
 from tests.functional import placement_fixture
 
 BIN = os.path.dirname(sys.executable)
@@ -88,6 +89,7 @@ def make_host(tmp_path, server, profile, drivers):
             return self.placement('GET', '/resource_providers/%s/inventories'
                                   % uuid_)['inventories']
     Host.root = root
+    Host.state = state
     return Host()
 
 
@@ -178,6 +180,9 @@ def test_update_driver_changes_vf_count_unless_in_use(crypto_host):
                           'sriov_numvfs')
     with open(numvfs) as f:
         assert f.read().strip() == '8'
+    # Recorded, for nova-compute to write back after a host reboot.
+    store = state_store.StateStore(host.state)
+    assert store.vf_counts(NODE) == {qat: 8}
     host.report()
     assert host.inventory(qat)['CUSTOM_QAT']['total'] == 8
     rc, out, _ = host.cli('device-list', '--nodename', NODE, '-f', 'json')
@@ -203,6 +208,8 @@ def test_update_driver_changes_vf_count_unless_in_use(crypto_host):
     assert rc == 1 and 'out of range' in err
     with open(numvfs) as f:
         assert f.read().strip() == '8'
+    # Neither refusal changed what is recorded.
+    assert store.vf_counts(NODE) == {qat: 8}
     rc, out, _ = host.cli('device-list', '--nodename', NODE, '-f', 'json')
     assert {r['address']: r['state'] for r in json.loads(out)}[qat] == (
         'ready')

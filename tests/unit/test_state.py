@@ -172,7 +172,26 @@ def test_older_store_gains_new_columns(tmp_path):
     store = state.StateStore(path)
     row = store.devices('cn1')['0000:3b:00.0']
     assert (row.state, row.identity, row.missing) == ('ready', '', False)
+    # And the tables added since, empty.
+    assert store.vf_counts('cn1') == {}
     # A row without ids yet takes the ids of what is found, keeping state.
     rows = store.sync('cn1', accs('0000:3b:00.0'), state.INACTIVE)
     assert rows['0000:3b:00.0'].state == 'ready'
     assert rows['0000:3b:00.0'].identity == '8086:4940:8086:0000'
+
+
+def test_vf_counts_per_node_replaced_and_forgotten(store):
+    store.sync('cn1', accs('0000:3b:00.0', '0000:af:00.0'), state.READY)
+    store.set_vf_count('cn1', '0000:3b:00.0', 16)
+    store.set_vf_count('cn1', '0000:af:00.0', 4)
+    store.set_vf_count('cn1', '0000:3b:00.0', 8)
+    store.set_vf_count('cn2', '0000:3b:00.0', 2)
+    assert store.vf_counts('cn1') == {'0000:3b:00.0': 8, '0000:af:00.0': 4}
+    assert store.vf_counts('cn2') == {'0000:3b:00.0': 2}
+    # A removed device's count goes with it, on that node only.
+    store.forget('cn1', '0000:3b:00.0')
+    assert store.vf_counts('cn1') == {'0000:af:00.0': 4}
+    assert store.vf_counts('cn2') == {'0000:3b:00.0': 2}
+    # Kept across opens: it is what a reboot needs.
+    assert state.StateStore(store.path).vf_counts('cn1') == {
+        '0000:af:00.0': 4}

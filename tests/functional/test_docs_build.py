@@ -3,6 +3,7 @@
 """
 
 import os
+import re
 import subprocess
 import sys
 
@@ -23,3 +24,30 @@ def test_builds_without_warnings(source, tmp_path):
          os.path.join(TOP, source), str(tmp_path / 'html')],
         capture_output=True, text=True, cwd=TOP, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+# Words that describe what does not ship as if it would: the docs say
+# what the code does, as tested (release notes are history, not docs).
+PROMISES = re.compile(r'\b(planned|not part of this release|TODO)\b',
+                      re.IGNORECASE)
+
+
+def test_docs_promise_nothing():
+    found = []
+    for folder, _, files in os.walk(os.path.join(TOP, 'doc', 'source')):
+        for name in files:
+            if not name.endswith('.rst'):
+                continue
+            path = os.path.join(folder, name)
+            with open(path, encoding='utf-8') as f:
+                for n, line in enumerate(f, 1):
+                    if PROMISES.search(line):
+                        found.append('%s:%d: %s' % (
+                            os.path.relpath(path, TOP), n, line.strip()))
+    assert not found, '\n'.join(found)
+
+
+def test_promise_check_finds_a_planted_word():
+    assert PROMISES.search('Programming is planned for later.')
+    assert PROMISES.search('This is not part of this release.')
+    assert not PROMISES.search('The plan of the host.')

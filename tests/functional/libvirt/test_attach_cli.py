@@ -53,7 +53,7 @@ def test_attach_refused_by_libvirt_changes_nothing(host, domains, by):
     assert after['consumer_generation'] == booted['consumer_generation'] + 2
     assert _units(host, domain.server) == {}
     assert assignments.Assignments(host.store).of_provider(
-        host.nodename, host.provider(PF)) == []
+        host.provider(PF)) == []
     assert host.usage(PF) == {RC: 0}
     assert domain.xml() == xml
     assert domain.xml(inactive=True) == definition

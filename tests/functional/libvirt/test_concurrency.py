@@ -68,8 +68,7 @@ def test_concurrent_attaches_never_share_a_unit(host, domains):
     units = [u for r in done.values() for u in r.units]
     assert len(units) == len(set(units)) == 16
     assert set(units) == set(accelerator.units)
-    recorded = assignments.Assignments(host.store).of_provider(
-        host.nodename, rp)
+    recorded = assignments.Assignments(host.store).of_provider(rp)
     assert sorted(a.unit for a in recorded) == sorted(units)
     for server, result in done.items():
         assert {a.unit for a in recorded if a.consumer == server} == set(
@@ -111,7 +110,7 @@ def test_concurrent_attaches_never_share_a_unit(host, domains):
         results)
     assert host.usage(PF) == {RC: 0}
     assert assignments.Assignments(host.store).of_provider(
-        host.nodename, rp) == []
+        rp) == []
     for server in done:
         assert conftest.without_generations(host.allocations(server)) == (
             conftest.without_generations(booted[server]))

@@ -4,6 +4,7 @@
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 
@@ -11,6 +12,11 @@ import fixtures
 
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), 'tools')
+
+
+def _drain(stream) -> None:
+    for _ in stream:
+        pass
 
 
 class PlacementServer(fixtures.Fixture):
@@ -35,6 +41,11 @@ class PlacementServer(fixtures.Fixture):
                 break
         else:
             raise RuntimeError('Placement did not start')
+        # Keep reading what the server prints (a log line per request):
+        # a pipe nobody reads fills up, and the server then blocks
+        # writing its log line in the middle of an answer.
+        threading.Thread(target=_drain, args=(self.proc.stdout,),
+                         daemon=True, name='placement-output').start()
         with urllib.request.urlopen(self.endpoint + '/') as resp:
             assert resp.status == 200
 

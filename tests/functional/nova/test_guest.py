@@ -6,7 +6,6 @@ allocated.
 """
 
 import os
-import xml.etree.ElementTree as ET
 
 import fixtures
 from nova import context as nova_context
@@ -16,17 +15,7 @@ from nova.tests.fixtures import libvirt as fakelibvirt
 from cyborg_nova import assignments
 from cyborg_nova import state
 from tests.functional.nova import base
-
-
-def hostdevs(xml):
-    found = []
-    for dev in ET.fromstring(xml).iter('hostdev'):
-        addr = dev.find('source/address')
-        found.append('%04x:%02x:%02x.%x' % tuple(
-            int(addr.get(k), 16)
-            for k in ('domain', 'bus', 'slot', 'function')))
-        assert dev.get('managed') == 'yes'
-    return sorted(found)
+from tests.functional.nova.moves import hostdevs
 
 
 class TestGuestDevices(base.LibvirtAcceleratorTestCase):

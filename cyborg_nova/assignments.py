@@ -269,10 +269,10 @@ class Assignments:
         at its next guest build.
         """
         result = Reconciled()
-        rows = [a for a in self.of_provider(provider)
-                if a.created_at < read_at]
+        every = self.of_provider(provider)
+        rows = [a for a in every if a.created_at < read_at]
         counts: dict[str, int] = {}
-        for row in self.of_provider(provider):
+        for row in every:
             counts[row.consumer] = counts.get(row.consumer, 0) + 1
         orphans = sorted({a.consumer for a in rows} - set(holders))
         for consumer in orphans:

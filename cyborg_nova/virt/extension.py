@@ -29,6 +29,7 @@ from cyborg_nova import programming
 from cyborg_nova import providers
 from cyborg_nova import restore
 from cyborg_nova import state as state_store
+from cyborg_nova.virt import moves
 
 LOG = logging.getLogger(__name__)
 CONF = nova.conf.CONF
@@ -242,12 +243,5 @@ def _privileged_set_num_vfs(address: str, count: int) -> int:
 
 def _placement_allocations(rp_uuid: str) -> dict | None:
     """The consumers of a provider, through Nova's own Placement client."""
-    try:
-        info = report.report_client_singleton(
-        ).get_allocations_for_resource_provider(
-            nova_context.get_admin_context(), rp_uuid)
-    except Exception as exc:
-        LOG.warning('cyborg-nova: cannot read allocations of provider %s: '
-                    '%s', rp_uuid, exc)
-        return None
-    return info.allocations
+    return moves.provider_allocations(nova_context.get_admin_context(),
+                                      rp_uuid)

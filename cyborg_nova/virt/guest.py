@@ -77,11 +77,23 @@ class GuestAcceleratorsMixin:
     AcceleratorProviderMixin` (whose updater and store it uses).
     """
 
+    def __init__(self, virtapi, *args, **kwargs) -> None:
+        super().__init__(virtapi, *args, **kwargs)
+        self._unit_assignments: assignments.Assignments | None = None
+        # (provider, consumer, allocated, assigned) already logged short.
+        self._short_logged: set[tuple] = set()
+
     # -- where the units live ------------------------------------------------
 
     def _assignments(self) -> assignments.Assignments:
-        self._updater()
-        return assignments.Assignments(self._accelerator_store)
+        # Opened once: opening creates (and migrates) the table in a
+        # write transaction, which the update cycle and every guest build
+        # would otherwise pay.
+        if self._unit_assignments is None:
+            self._updater()
+            self._unit_assignments = assignments.Assignments(
+                self._accelerator_store)
+        return self._unit_assignments
 
     def _our_nodes(self) -> list[str]:
         return list(self.get_available_nodes(refresh=False))
@@ -180,10 +192,9 @@ class GuestAcceleratorsMixin:
         for consumer, units in result.released.items():
             LOG.info('Consumer %s holds nothing on provider %s any more: '
                      'released %s', consumer, rp, ', '.join(units))
-        logged = self.__dict__.setdefault('_short_logged', set())
         for consumer, (amount, have) in result.short.items():
-            if (rp, consumer, amount, have) not in logged:
-                logged.add((rp, consumer, amount, have))
+            if (rp, consumer, amount, have) not in self._short_logged:
+                self._short_logged.add((rp, consumer, amount, have))
                 LOG.warning('Consumer %s holds %d unit(s) of provider %s '
                             'in Placement but %d are assigned here; they '
                             'are assigned at its next guest build',

@@ -54,8 +54,8 @@ def _link(context, consumer: str) -> assignments.Link | None:
                             migration.status)
 
 
-def provider_holders(context, rp_uuid: str) -> dict[str, int] | None:
-    """{consumer: units allocated} on a provider; None if unknown."""
+def provider_allocations(context, rp_uuid: str) -> dict | None:
+    """{consumer: allocation} on a provider; None if unknown."""
     try:
         info = report.report_client_singleton(
         ).get_allocations_for_resource_provider(context, rp_uuid)
@@ -63,8 +63,16 @@ def provider_holders(context, rp_uuid: str) -> dict[str, int] | None:
         LOG.warning('cyborg-nova: cannot read the allocations of provider '
                     '%s: %s', rp_uuid, exc)
         return None
+    return info.allocations
+
+
+def provider_holders(context, rp_uuid: str) -> dict[str, int] | None:
+    """{consumer: units allocated} on a provider; None if unknown."""
+    allocations = provider_allocations(context, rp_uuid)
+    if allocations is None:
+        return None
     return {consumer: sum(alloc.get('resources', {}).values())
-            for consumer, alloc in info.allocations.items()}
+            for consumer, alloc in allocations.items()}
 
 
 def consumer_allocations(context, consumer: str) -> dict | None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from concurrent import futures
 import dataclasses
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 import uuid

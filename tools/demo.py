@@ -17,6 +17,7 @@ import urllib.request
 BIN = os.path.dirname(sys.executable)
 HERE = os.path.dirname(os.path.abspath(__file__))
 NODENAME = 'demo-compute'
+ENABLED = 'nvidia_gpu,intel_fpga,xilinx_fpga,intel_qat,nic_sriov'
 # Sample flavors' extra specs, as an operator would set them with
 # "openstack flavor set --property KEY=VALUE".
 FLAVORS = [
@@ -29,6 +30,8 @@ FLAVORS = [
                 'trait:CUSTOM_NVIDIA_1EB8': 'required'}),
     ('qat.2vf', {'resources:CUSTOM_QAT': '2'}),
     ('gpu.t4x3', {'resources:PGPU': '3'}),
+    ('nic.physnet1', {'resources:CUSTOM_NIC': '1',
+                      'trait:CUSTOM_PHYSNET1': 'required'}),
 ]
 
 
@@ -88,7 +91,7 @@ def candidates(endpoint, extra_specs):
     return picks
 
 
-def placement_part(args, work, tree):
+def placement_part(args, work, tree, conf):
     print('\n== The same host reported to a real Placement, through Nova\'s '
           'report client')
     proc, endpoint = start_placement(work)
@@ -102,7 +105,7 @@ def placement_part(args, work, tree):
             os.path.join(HERE, 'report_host.py'), '--placement', endpoint,
             '--nodename', NODENAME, '--sysfs-root', tree,
             '--state-path', os.path.join(work, 'state.sqlite'),
-            '--cycles', '2')
+            '--config-file', conf, '--drivers', ENABLED, '--cycles', '2')
         run('cyborg-nova', 'tree', '--host', NODENAME)
 
         print('\n== Allocation candidates of sample flavors')
@@ -114,18 +117,25 @@ def placement_part(args, work, tree):
             for pick in picks:
                 print('    accelerator provider(s): %s' % ', '.join(pick))
 
-        exports = ' '.join('%s=%s' % kv for kv in env.items())
-        print('\n== The same providers with the openstack CLI:\n')
-        print('  export %s' % exports)
-        print('  openstack resource provider list')
-        print('  openstack allocation candidate list --resource FPGA=1 '
-              '--required CUSTOM_FPGA_INTEL')
-        run('openstack', 'resource', 'provider', 'list', check=False)
-        run('openstack', 'allocation', 'candidate', 'list', '--resource',
-            'FPGA=1', '--required', 'CUSTOM_FPGA_INTEL', check=False)
-        if args.wait and sys.stdin.isatty():
-            input('\nPlacement stays up while you try them. Press Enter '
-                  'to stop it. ')
+        # The venv's openstack by its full path: a fresh shell has no
+        # venv on its PATH.
+        openstack = os.path.join(BIN, 'openstack')
+        commands = [
+            [openstack, 'resource', 'provider', 'list'],
+            [openstack, 'allocation', 'candidate', 'list', '--resource',
+             'FPGA=1', '--required', 'CUSTOM_FPGA_INTEL'],
+        ]
+        print('\n== The same providers with the openstack CLI (any shell, '
+              'while Placement is up):\n')
+        print('  export %s' % ' '.join('%s=%s' % kv for kv in env.items()))
+        for argv in commands:
+            print('  %s' % shlex.join(argv))
+        for argv in commands:
+            run(*argv, check=False)
+        if args.hold or (args.wait and sys.stdin.isatty()):
+            print('\nPlacement stays up while you try them. Press Enter '
+                  'to stop it.', flush=True)
+            sys.stdin.readline()
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -141,14 +151,18 @@ def main():
                         help='do not wait for Enter before stopping '
                              'Placement (it never waits without a '
                              'terminal)')
+    parser.add_argument('--hold', action='store_true',
+                        help='keep Placement up until a line (or the end) '
+                             'arrives on standard input, with or without '
+                             'a terminal')
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix='cyborg-nova-demo-')
     tree = os.path.join(work, 'sys')
     conf = os.path.join(work, 'nova.conf')
     with open(conf, 'w') as f:
         f.write('[cyborg_nova]\n'
-                'enabled_drivers = nvidia_gpu,intel_fpga,xilinx_fpga,'
-                'intel_qat,nic_sriov\n'
+                'enabled_drivers = %s\n'
+                % ENABLED +
                 '[cyborg_nic_sriov]\n'
                 'physical_device_mappings = physnet1:enp94s0f0\n')
 
@@ -173,7 +187,7 @@ def main():
     print('(no rows: this machine has no accelerators, only the devices '
           'lspci shows below)')
     run('lspci', '-nn', check=False)
-    placement_part(args, work, tree)
+    placement_part(args, work, tree, conf)
     print('\nThe sample tree stays at %s for you to explore.' % tree)
 
 

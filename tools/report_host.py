@@ -8,6 +8,7 @@ from a host profile without a whole Nova.
 
 Usage: python tools/report_host.py --placement URL --nodename NAME
            --sysfs-root DIR --state-path FILE [--cycles N]
+           [--config-file FILE] [--drivers NAME,...]
 """
 
 import argparse
@@ -41,11 +42,17 @@ def main(argv=None) -> int:
     parser.add_argument('--state-path', required=True)
     parser.add_argument('--cycles', type=int, default=1)
     parser.add_argument('--drivers', default='nvidia_gpu,intel_fpga,'
-                        'xilinx_fpga,intel_qat')
+                        'xilinx_fpga,intel_qat',
+                        help='drivers to report with, overriding '
+                        '[cyborg_nova] enabled_drivers')
+    parser.add_argument('--config-file', action='append', default=[],
+                        help='nova.conf-style file with the drivers\' '
+                        'options (e.g. [cyborg_nic_sriov] '
+                        'physical_device_mappings)')
     args = parser.parse_args(argv)
 
     conf = cfg.ConfigOpts()
-    conf([])
+    conf(['--config-file=%s' % path for path in args.config_file])
     cn_conf.register_opts(conf)
     sess = session.Session(auth=token_endpoint.Token(args.placement,
                                                      args.token))

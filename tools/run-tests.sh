@@ -3,17 +3,29 @@
 # installs what it needs (tools/setup-env.sh, tools/setup-bench-venvs.sh),
 # then runs
 #   1. the project's own tests (unit, functional, udev under umockdev),
-#   2. the tests inside Nova's functional harness on Nova 34 (own process:
-#      Nova's harness patches eventlet),
-#   3. the same on Nova 31 (2025.1), in a venv of its own,
-# and ends with one line adding them up. Extra arguments go to every
-# pytest run (e.g. -x, -k NAME).
+#   2. the tests inside Nova's functional harness on every supported Nova
+#      release (NOVA_SERIES below), each in its own pytest process (Nova's
+#      harness patches eventlet): the newest in .venv, the others each in
+#      a venv of its own (.venv-novaNN, tools/setup-nova-venv.sh),
+# printing each part's time, and ends with one line adding them up.
+# Extra arguments go to every pytest run (e.g. -x, -k NAME).
 set -uo pipefail
+# The supported Nova releases, newest first; the newest is the one
+# requirements pin into .venv. tests/functional/test_nova_matrix.py holds
+# this list, tox.ini's novaNN envs, tools/setup-nova-venv.sh, setup.cfg's
+# nova extra and the docs to one another.
+NOVA_SERIES=(34 33 32 31)
+# Output reaches a pipe unbuffered: a CI log shows how far a run got.
+export PYTHONUNBUFFERED=1
+started=$SECONDS
+took() { printf '(%s took %dm%02ds)\n' "$1" $(( ($SECONDS - $2) / 60 )) \
+    $(( ($SECONDS - $2) % 60 )); }
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/tools/setup-env.sh" test || exit 1
 # The benchmark smoke test runs benchmarks/run_all.py --smoke: PostgreSQL,
 # Placement under gunicorn and upstream Cyborg, each in a venv of its own.
 "$top/tools/setup-bench-venvs.sh" || exit 1
+took set-up $started
 venv=${CYBORG_NOVA_VENV:-$top/.venv}
 cd "$top"
 reports=$(mktemp -d)
@@ -24,19 +36,27 @@ suite() {
     shift 2
     echo
     echo "== $name"
+    local t0=$SECONDS
     "$python" -m pytest -q -rs -p no:cacheprovider -p no:warnings \
         --junitxml="$reports/$name.xml" "$@" || status=1
+    took "$name" $t0
 }
 
 suite project "$venv/bin/python" tests --ignore=tests/functional/nova "$@"
-suite nova34 "$venv/bin/python" -W ignore tests/functional/nova "$@"
-if "$top/tools/setup-nova-venv.sh" "$top/.venv-nova31" 31; then
-    suite nova31 "$top/.venv-nova31/bin/python" -W ignore \
-        tests/functional/nova "$@"
-else
-    echo "could not set up the Nova 31 venv"
-    status=1
-fi
+newest=${NOVA_SERIES[0]}
+suite "nova$newest" "$venv/bin/python" -W ignore tests/functional/nova "$@"
+for series in "${NOVA_SERIES[@]:1}"; do
+    t0=$SECONDS
+    if "$top/tools/setup-nova-venv.sh" "$top/.venv-nova$series" "$series"
+    then
+        took "nova$series set-up" $t0
+        suite "nova$series" "$top/.venv-nova$series/bin/python" -W ignore \
+            tests/functional/nova "$@"
+    else
+        echo "could not set up the Nova $series venv"
+        status=1
+    fi
+done
 
 echo
 # As root the set-up installs what every test needs: a whole run with a
@@ -50,4 +70,5 @@ fi
 "$venv/bin/python" tools/junit_summary.py "${strict[@]}" \
     "$reports"/*.xml || status=1
 rm -rf "$reports"
+took "the whole run" 0
 exit $status

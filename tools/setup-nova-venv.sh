@@ -3,7 +3,8 @@
 # (tests/functional/nova), with cyborg-nova installed from this tree.
 #
 # Usage: tools/setup-nova-venv.sh <venv-dir> <nova-series>
-#   nova-series: 34 (2026.1, current), 32 (2025.2) or 31 (2025.1 SLURP)
+#   nova-series: 34 (2026.2, current), 33 (2026.1 SLURP), 32 (2025.2) or
+#   31 (2025.1 SLURP)
 #   PYTHON=/path/to/python3 picks the interpreter for a new venv.
 #
 # Then, from the top of the tree:
@@ -18,7 +19,7 @@
 # it there). Keep the pins in step with [testenv:novaNN] in tox.ini.
 set -euo pipefail
 
-usage="usage: $0 <venv-dir> <nova-series: 31|32|34>"
+usage="usage: $0 <venv-dir> <nova-series: 31|32|33|34>"
 venv=${1:?$usage}
 series=${2:?$usage}
 python=${PYTHON:-python3}
@@ -27,8 +28,10 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 case "$series" in
     34) pins=('nova==34.0.0' 'openstack-placement==16.0.0'
               'SQLAlchemy<2.1') ;;
-    # placement 13/14 read [oslo_policy] enforce_scope, which
+    # placement 13, 14 and 15 read [oslo_policy] enforce_scope, which
     # oslo.policy 6 removed.
+    33) pins=('nova==33.0.2' 'openstack-placement==15.0.0'
+              'oslo.policy<6' 'SQLAlchemy<2.1') ;;
     32) pins=('nova==32.2.1' 'openstack-placement==14.0.0'
               'oslo.policy<6' 'SQLAlchemy<2.1') ;;
     31) pins=('nova==31.3.1' 'openstack-placement==13.0.1'

@@ -1,11 +1,7 @@
 """Accelerators reported by nova-compute and scheduled by flavor specs."""
 
-from nova.scheduler import request_filter
-
 from tests.functional.nova import base
-
-# Nova 34 (2026.1) added the OWNER_NOVA prefilter; Nova 31 (2025.1) lacks it.
-HAS_OWNER_NOVA_FILTER = hasattr(request_filter, 'owner_nova_filter')
+from tests.functional.nova import compat
 
 
 class TestFpgaScheduling(base.AcceleratorTestCase):
@@ -63,7 +59,7 @@ class TestFpgaScheduling(base.AcceleratorTestCase):
         queries = [p for m, p in self.counter.requests
                    if p.startswith('/allocation_candidates')]
         self.assertEqual(1, len(queries))
-        if HAS_OWNER_NOVA_FILTER:
+        if compat.HAS_OWNER_NOVA_FILTER:
             self.assertIn('root_required=OWNER_NOVA', queries[0])
         else:
             # Fails if Nova sends OWNER_NOVA under another filter name:

@@ -37,7 +37,10 @@ suite() {
     echo
     echo "== $name"
     local t0=$SECONDS
+    # A test that hangs fails after TEST_TIMEOUT seconds with every
+    # thread's stack, and the run goes on: CI's limit is for the whole run.
     "$python" -m pytest -q -rs -p no:cacheprovider -p no:warnings \
+        --timeout="${TEST_TIMEOUT:-900}" \
         --junitxml="$reports/$name.xml" "$@" || status=1
     took "$name" $t0
 }

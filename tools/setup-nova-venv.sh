@@ -39,7 +39,7 @@ case "$series" in
     *) echo "$usage" >&2; exit 2 ;;
 esac
 # What Nova's and Placement's functional fixtures need besides Nova.
-harness=(oslotest testtools wsgi-intercept fixtures)
+harness=(oslotest testtools wsgi-intercept fixtures pytest-timeout)
 
 # pip, quiet, without warnings about configured index locations that do
 # not exist (as in tools/setup-env.sh).

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The supported Nova releases are the same wherever they are named.
 
 The test command (``tools/run-tests.sh``), the venvs it builds
@@ -64,7 +76,7 @@ def test_every_tested_series_has_a_venv_recipe_and_a_tox_env():
 
 def test_tox_and_the_venv_script_pin_the_same_releases():
     harness = {'pytest>=8.0', 'oslotest', 'testtools', 'wsgi-intercept',
-               'fixtures'}
+               'fixtures', 'pytest-timeout'}
     tox = tox_pins()
     for series, pins in venv_pins().items():
         assert set(tox[series]) - harness == set(pins), series

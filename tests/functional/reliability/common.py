@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """What the reliability tests read back and the processes they run."""
 
 from __future__ import annotations
@@ -204,7 +216,18 @@ class TraitWriter:
         assert not self._thread.is_alive()
         assert not self.errors, self.errors
 
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
     def _run(self) -> None:
+        # A writer that dies quietly would leave a test waiting for writes
+        # that never come: what killed it is an error the test reports.
+        try:
+            self._write_until_stopped()
+        except Exception as exc:
+            self.errors.append('%s: %s' % (type(exc).__name__, exc))
+
+    def _write_until_stopped(self) -> None:
         n = 0
         while not self._stop.is_set():
             uuid = self.uuids[n % len(self.uuids)]
@@ -235,7 +258,7 @@ class TraitWriter:
 
     def wait_writes(self, count: int, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
-        while self.writes < count and not self.errors:
+        while self.writes < count and self.running():
             assert time.monotonic() < deadline, (self.writes, count)
             time.sleep(0.05)
 

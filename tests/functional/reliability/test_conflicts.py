@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """A second writer changing provider generations under every operation.
 
 Nova's update cycles, attaches and detaches, and the agent's fencing run
@@ -10,6 +22,7 @@ all there at the end, and so are ours.
 
 import random
 import threading
+import time
 
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
@@ -49,7 +62,11 @@ def test_update_cycles_against_another_writer(host, live_placement):
     flips = 0
     try:
         try:
-            while writer.writes < WRITES:
+            deadline = time.monotonic() + 300
+            while writer.writes < WRITES and writer.running():
+                assert time.monotonic() < deadline, (
+                    'the other writer made %d writes in 300 s'
+                    % writer.writes)
                 flips += 1
                 store.set_state(host.nodename, PAC1,
                                 state.HELD if flips % 2 else state.READY)

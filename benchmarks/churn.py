@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Convergence under churn: Placement requests a minute at 1,000 computes.
 
 1,000 computes (the hosts of ``benchmarks/scale.py``: 10 accelerators
@@ -72,7 +84,7 @@ def worker(args) -> int:
     from keystoneauth1 import token_endpoint
     from nova import context
 
-    from cyborg_nova.agent import fence
+    from cyborg_nova import fencing
     from cyborg_nova import providers
     from cyborg_nova import state
 
@@ -90,7 +102,7 @@ def worker(args) -> int:
                               % os.getpid())
     sess = session.Session(auth=token_endpoint.Token(job['placement'],
                                                      'admin'))
-    fencer = fence.Fencer(adapter.Adapter(sess, service_type='placement'))
+    fencer = fencing.Fencer(adapter.Adapter(sess, service_type='placement'))
 
     def untouched(tree, node):
         """Nova's own driver: the per-VF children are left as they are."""

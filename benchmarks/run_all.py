@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Run every benchmark and write ``benchmarks/results.md`` and the plots.
 
 One command for the whole suite:
@@ -15,8 +27,9 @@ against lspci and upstream Cyborg's drivers), ``placement_traffic.py``
 (registration of 100 and 1,000 computes on SQLite and PostgreSQL;
 allocation candidates at 1,000 and 5,000 hosts, per-PF against per-VF,
 wide-tree setting off and on), ``churn.py``
-(requests a minute at 1,000 computes under 1% device churn), then
-``plots.py``.
+(requests a minute at 1,000 computes under 1% device churn),
+``cli_start.py`` (start time of the ``cyborg-nova`` command against
+``openstack --version``), then ``plots.py``.
 
 The full run writes ``benchmarks/results.md``, ``benchmarks/results/``
 and copies the plots to ``doc/source/_static/benchmarks/`` for
@@ -90,11 +103,16 @@ STEP_ARGS = {
         'quick': ['--quick'],
         'smoke': ['--hosts', '20', '--sample', '4', '--sample-vf', '2',
                   '--duration', '20', '--churn', '20']},
+    'cli-start': {
+        'full': ['--runs', '20'],
+        'quick': ['--runs', '5'],
+        'smoke': ['--runs', '1', '--warmup', '0']},
 }
 SCRIPTS = {'discovery': 'discovery.py',
            'placement-traffic': 'placement_traffic.py',
            'fence-latency': 'fence_latency.py', 'reprogram': 'reprogram.py',
-           'scale': 'scale.py', 'churn': 'churn.py'}
+           'scale': 'scale.py', 'churn': 'churn.py',
+           'cli-start': 'cli_start.py'}
 MODES = ('full', 'quick', 'smoke')
 
 
@@ -266,7 +284,7 @@ ROW_STEPS = (('Discovery', 'discovery'),
              ('Placement traffic', 'placement-traffic'),
              ('Event latency', 'fence-latency'),
              ('FPGA reprogramming', 'reprogram'), ('Scale', 'scale'),
-             ('Convergence', 'churn'))
+             ('Convergence', 'churn'), ('CLI start', 'cli-start'))
 
 
 def summary_rows(res: str, done: dict | None = None) -> list[tuple]:
@@ -514,6 +532,22 @@ def _summary_rows(res: str) -> list[tuple]:
                             mach['placement'],
                             mach.get('postgresql', '').split()[0],
                             churn['args']['pg_workers'])))
+    cli = _read(os.path.join(res, 'cli-start.json'))
+    if cli:
+        peer = cli['samples'].get(cli['peer'])
+        for name in cli['nova_free']:
+            ours = statistics.median(cli['samples'][name])
+            rows.append((
+                'CLI start: `%s`' % name,
+                'wall time of a fresh process vs the openstack CLI\'s `%s` '
+                '(same venv), median of %d; Nova modules it imports'
+                % (cli['peer'], cli['runs']),
+                '%.0f ms vs %s; %d nova modules' % (
+                    ours, '%.0f ms' % statistics.median(peer) if peer
+                    else 'n/a', cli['imports'][name]['nova_modules']),
+                '%.2fx the time of openstack' % (
+                    ours / statistics.median(peer)) if peer else '-',
+                '%s; %s' % (cli['machine'], cli['versions'])))
     return rows
 
 
@@ -558,7 +592,7 @@ def write_results_md(out: str, res: str, done: dict, mode: str,
                                              os.path.dirname(results_md)))
             for p in pngs) + '.']
     for name in ('discovery.md', 'placement-traffic.md', 'fence-latency.md',
-                 'reprogram.md', 'scale.md', 'churn.md'):
+                 'reprogram.md', 'scale.md', 'churn.md', 'cli-start.md'):
         text = _read(os.path.join(res, name))
         if text:
             lines += ['', '---', '']
@@ -585,6 +619,8 @@ DOC_TABLES = [
     ('reprogram.inc', 'reprogram.md', '', 0),
     ('reprogram-concurrency.inc', 'reprogram.md', '## Concurrency', 0),
     ('churn.inc', 'churn.md', '', 0),
+    ('cli-start.inc', 'cli-start.md', '', 0),
+    ('cli-start-imports.inc', 'cli-start.md', '## Imports', 0),
 ]
 
 

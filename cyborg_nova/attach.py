@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Hot-plugging accelerators into instances and out again.
 
 The generic-driver spec's ``attach-instance`` / ``detach-instance``, run on
@@ -31,40 +43,16 @@ import random
 import threading
 import time
 import uuid as uuid_lib
-import warnings
 from typing import Callable, Iterable, Protocol
 from xml.etree import ElementTree
 
 from keystoneauth1 import exceptions as ks_exc
 
 from cyborg_drivers import device as device_model
+from cyborg_drivers import guest_xml
 from cyborg_nova import assignments as assignments_lib
 from cyborg_nova import providers
 from cyborg_nova import state as state_store
-
-
-def _import_nova_guest():
-    """:mod:`cyborg_nova.virt.guest` (Nova's config classes), or the error.
-
-    Imported with this module, from the thread that imports it: Nova's
-    import loads eventlet, and a thread that imported it first can no
-    longer be joined. Quietly: it logs and warns about its service
-    backend, noise on a command's stderr that is not the operator's.
-    """
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        before = logging.root.manager.disable
-        logging.disable(logging.INFO)
-        try:
-            from cyborg_nova.virt import guest
-            return guest, None
-        except ImportError as exc:
-            return None, exc
-        finally:
-            logging.disable(before)
-
-
-nova_guest, _NOVA_IMPORT_ERROR = _import_nova_guest()
 
 LOG = logging.getLogger(__name__)
 
@@ -283,91 +271,28 @@ class DeviceStrategy(Protocol):
         """Whether the parsed domain XML holds the device of ``unit``."""
 
 
-def _address_tuple(address: str) -> tuple[int, int, int, int]:
-    domain, bus, slot_function = address.split(':')
-    slot, function = slot_function.split('.')
-    return int(domain, 16), int(bus, 16), int(slot, 16), int(function, 16)
-
-
 class PciHostdev:
     """Each unit as a managed PCI ``<hostdev>``, as Nova's spawn adds it.
 
-    Built with Nova's config classes (:func:`cyborg_nova.virt.guest.
-    pci_hostdev`), so a device attached here and one the guest got at
-    spawn are the same XML and detach the same way.
+    Built by :func:`cyborg_drivers.guest_xml.pci_hostdev_xml`, the same
+    text Nova's config classes give, so a device attached here and one
+    the guest got at spawn are the same XML and detach the same way.
     """
 
     def device_xml(self, unit: str) -> str:
-        if nova_guest is None:
-            raise AttachError('Nova is not importable here (%s); PCI '
-                              'hostdevs are built with its libvirt config '
-                              'classes' % _NOVA_IMPORT_ERROR)
-        return nova_guest.pci_hostdev(unit).to_xml()
+        return guest_xml.pci_hostdev_xml(unit)
 
     def in_domain(self, domain: ElementTree.Element, unit: str) -> bool:
         return hostdev_in_domain(domain, unit)
 
 
-def hostdev_in_domain(domain: ElementTree.Element, unit: str) -> bool:
-    """Whether a PCI ``<hostdev>`` of the function ``unit`` is in it."""
-    wanted = _address_tuple(unit)
-    for source in domain.iterfind(
-            "./devices/hostdev[@type='pci']/source/address"):
-        try:
-            found = tuple(int(source.get(k), 16) for k in
-                          ('domain', 'bus', 'slot', 'function'))
-        except (TypeError, ValueError):
-            continue
-        if found == wanted:
-            return True
-    return False
-
-
-def hotplug_flags(libvirt, dom) -> int:
-    """The running guest and its persistent definition, where they exist.
-
-    A stopped instance gets the device in its definition only; a
-    transient domain has no definition to change.
-    """
-    flags = 0
-    if dom.isActive():
-        flags |= libvirt.VIR_DOMAIN_AFFECT_LIVE
-    if dom.isPersistent():
-        flags |= libvirt.VIR_DOMAIN_AFFECT_CONFIG
-    return flags
-
-
-def _domain_xml(dom, flags: int) -> ElementTree.Element:
-    # The local libvirtd's own description of a domain, not a user's
-    # input; and the expat Python ships refuses entity-expansion bombs.
-    return ElementTree.fromstring(dom.XMLDesc(flags))  # nosec B314
-
-
-def where_attached(libvirt, dom,
-                   found: Callable[[ElementTree.Element], bool]) -> int:
-    """Where a device is: the running guest and/or the definition.
-
-    :param found: tells whether a parsed domain XML holds the device.
-    :returns: the ``VIR_DOMAIN_AFFECT_*`` flags of the places it is in
-        (0: not attached), which are what detaching it must name.
-    :raises libvirt.libvirtError: the domain cannot be read.
-    """
-    flags = 0
-    if dom.isActive() and found(_domain_xml(dom, 0)):
-        flags |= libvirt.VIR_DOMAIN_AFFECT_LIVE
-    if dom.isPersistent() and found(_domain_xml(
-            dom, libvirt.VIR_DOMAIN_XML_INACTIVE)):
-        flags |= libvirt.VIR_DOMAIN_AFFECT_CONFIG
-    return flags
-
-
-def libvirt_reason(exc) -> str:
-    """libvirt's own one-line message for ``exc``."""
-    try:
-        message = exc.get_error_message()
-    except Exception:
-        message = None
-    return ' '.join(str(message or exc).split())
+# The domain helpers live with the device XML, in cyborg_drivers (the
+# privileged helper uses them too); their names here stay for callers.
+hostdev_in_domain = guest_xml.hostdev_in_domain
+hotplug_flags = guest_xml.hotplug_flags
+where_attached = guest_xml.where_attached
+libvirt_reason = guest_xml.libvirt_reason
+_domain_xml = guest_xml.domain_xml
 
 
 def _import_libvirt():

@@ -1,27 +1,34 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Keeping Nova's ``[pci] device_spec`` consistent with cyborg-nova.
 
 A PCI function cyborg-nova manages (an accelerator or one of its units)
 must not also be matched by Nova's ``[pci] device_spec``: Nova would track
 it as a PCI device of its own and could hand it to one instance while
 cyborg-nova hands it to another. This module reads device_spec from
-Nova's configuration with Nova's own parsing
-(:class:`nova.pci.whitelist.Whitelist`, :class:`nova.pci.devspec.
-PciDeviceSpec`), matches every managed function against it the way Nova
+Nova's configuration with Nova's own parsing, which the caller passes in
+(a :class:`SpecParser`; :class:`cyborg_nova.virt.pci_spec.NovaSpecParser`
+is Nova's), matches every managed function against it the way Nova
 matches host devices, and builds the drop-in that hands operator-chosen
 devices to Nova.
-
-Nova is imported only here and only when needed, so the other commands
-and services work on hosts without Nova importable.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import os
-from typing import Iterable
-import warnings
+from typing import Iterable, Protocol
 
 from oslo_config import cfg
 
@@ -32,6 +39,7 @@ from cyborg_drivers import names
 from cyborg_drivers import sysfs
 from cyborg_nova.conf import privsep as privsep_conf
 from cyborg_nova import lifecycle
+from cyborg_nova import privileged
 from cyborg_nova import state as state_store
 
 #: Drivers whose accelerators are not devices of this host's bus (the
@@ -45,30 +53,19 @@ class WhitelistError(Exception):
     """A conflict or bad input; the message says what and how to fix it."""
 
 
-def quiet_import(name: str):
-    """Import module ``name`` without its import-time warnings.
+class SpecParser(Protocol):
+    """Nova's reading of ``[pci] device_spec``."""
 
-    Nova and oslo.privsep import eventlet, which warns that it is
-    deprecated: noise on a command's stderr, and not the operator's
-    problem.
-    """
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        return importlib.import_module(name)
+    def register_opts(self, conf: cfg.ConfigOpts) -> None:
+        """Register Nova's ``[pci]`` options on ``conf``."""
 
+    def parse(self, value: str) -> list:
+        """Nova's spec objects for one device_spec value.
 
-def _nova():
-    """Nova's PCI config, parsing and exception modules, on first use.
+        Each has ``.dev_spec_conf`` and ``.match(dev)``.
 
-    :raises WhitelistError: Nova is not importable here.
-    """
-    try:
-        return tuple(quiet_import(name) for name in (
-            'nova.conf.pci', 'nova.pci.whitelist', 'nova.exception'))
-    except ImportError as exc:
-        raise WhitelistError(
-            'the whitelist commands need Nova importable (they parse '
-            '[pci] device_spec with Nova\'s own code): %s' % exc)
+        :raises ValueError: Nova rejects the value; says why.
+        """
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,17 +132,17 @@ class Conflict:
                                 self.function.describe()))
 
 
-def parse_device_spec(values: Iterable[str], source: str) -> list[SpecEntry]:
+def parse_device_spec(parser: SpecParser, values: Iterable[str],
+                      source: str) -> list[SpecEntry]:
     """device_spec values (JSON strings) parsed by Nova.
 
     :raises WhitelistError: Nova rejects a value; names the source.
     """
-    _, nova_whitelist, nova_exception = _nova()
     entries = []
     for value in values:
         try:
-            specs = nova_whitelist.Whitelist([value]).specs
-        except (nova_exception.NovaException, ValueError) as exc:
+            specs = parser.parse(value)
+        except ValueError as exc:
             raise WhitelistError('%s: [pci] device_spec %s: %s'
                                  % (source, value, exc))
         entries.extend(SpecEntry(source, spec.dev_spec_conf, spec)
@@ -153,7 +150,8 @@ def parse_device_spec(values: Iterable[str], source: str) -> list[SpecEntry]:
     return entries
 
 
-def read_device_spec(files: Iterable[str]) -> list[SpecEntry]:
+def read_device_spec(parser: SpecParser,
+                     files: Iterable[str]) -> list[SpecEntry]:
     """Every ``[pci] device_spec`` entry of ``files``, file by file.
 
     Each file is read alone with Nova's option definitions (so deprecated
@@ -163,13 +161,12 @@ def read_device_spec(files: Iterable[str]) -> list[SpecEntry]:
 
     :raises WhitelistError: a file or entry Nova would not accept.
     """
-    nova_pci_conf, _, _ = _nova()
     entries = []
     for path in files:
         if not os.path.exists(path):
             continue
         conf = cfg.ConfigOpts()
-        nova_pci_conf.register_opts(conf)
+        parser.register_opts(conf)
         try:
             # No config dirs: only this file, never nova.conf.d behind it.
             conf([], project='nova', default_config_files=[path],
@@ -177,7 +174,7 @@ def read_device_spec(files: Iterable[str]) -> list[SpecEntry]:
             values = conf.pci.device_spec
         except cfg.Error as exc:
             raise WhitelistError('%s: %s' % (path, exc))
-        entries.extend(parse_device_spec(values, path))
+        entries.extend(parse_device_spec(parser, values, path))
     return entries
 
 
@@ -320,15 +317,15 @@ class SyncPlan:
     warnings: list[str] = dataclasses.field(default_factory=list)
 
 
-def plan_sync(conf: cfg.ConfigOpts, sysfs_root: str, drivers: list[str],
-              passthrough: Iterable[str]) -> SyncPlan:
+def plan_sync(parser: SpecParser, conf: cfg.ConfigOpts, sysfs_root: str,
+              drivers: list[str], passthrough: Iterable[str]) -> SyncPlan:
     """Check everything ``sync`` would write, and render the drop-in.
 
     :raises WhitelistError: a driver failed (its devices are unknown),
         an existing entry outside the drop-in matches a managed function,
         or a passthrough device is managed, unknown or given twice.
     """
-    privsep_nova_conf = quiet_import('privsep.nova_conf')
+    privsep_nova_conf = privileged.quiet_import('privsep.nova_conf')
     managed, errors = managed_functions(conf, sysfs_root, drivers)
     if errors:
         name, error = sorted(errors.items())[0]
@@ -339,7 +336,7 @@ def plan_sync(conf: cfg.ConfigOpts, sysfs_root: str, drivers: list[str],
     # The drop-in is about to be replaced: only the other files' entries
     # have to agree with cyborg-nova already.
     others = [f for f in config_files(conf) if f != drop_in]
-    existing = read_device_spec(others)
+    existing = read_device_spec(parser, others)
     check(existing, managed)
 
     by_address = {f.address: f for f in managed}
@@ -367,7 +364,7 @@ def plan_sync(conf: cfg.ConfigOpts, sysfs_root: str, drivers: list[str],
     written = [nova_form(e) for e in entries]
     # What Nova will read back, through Nova's parser; e.g. a PF address
     # Nova takes as covering its VFs is caught here.
-    new = parse_device_spec([json.dumps(e) for e in written],
+    new = parse_device_spec(parser, [json.dumps(e) for e in written],
                             '--passthrough')
     check(new, managed)
     plan = SyncPlan(entries, privsep_nova_conf.render(written), drop_in)
@@ -391,6 +388,6 @@ def sync(plan: SyncPlan) -> dict:
 
     :returns: what :func:`privsep.nova_conf.write_device_spec` returns.
     """
-    quiet_import('privsep.nova_conf')
+    privileged.quiet_import('privsep.nova_conf')
     import privsep.nova_conf
     return privsep.nova_conf.write_device_spec(plan.entries)

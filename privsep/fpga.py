@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Privileged FPGA programming: load a bitstream into a card's region.
 
 The one entrypoint takes a PCI address and a bitstream's *name*, never a
@@ -25,10 +37,8 @@ import os
 import shutil
 import subprocess
 
-from cyborg_drivers import discovery
-from cyborg_drivers.drivers import intel_fpga
-from cyborg_drivers.drivers import xilinx_fpga
-from cyborg_nova import bitstreams
+from cyborg_drivers import bitstreams
+from cyborg_drivers import fpga_regions
 import privsep
 from privsep import _common
 
@@ -36,6 +46,9 @@ LOG = logging.getLogger(__name__)
 
 #: Output of a failed tool kept in the error (its end says why).
 _OUTPUT_TAIL = 600
+#: The driver that reports each family of card, named in refusals.
+_DRIVERS = {fpga_regions.INTEL: 'intel_fpga',
+            fpga_regions.XILINX: 'xilinx_fpga'}
 
 
 @privsep.sysfs_admin.entrypoint
@@ -98,7 +111,7 @@ def _program(sysfs_root: str, address: str, bitstream: str, *,
                 os.path.basename(tool), proc.returncode,
                 output[-_OUTPUT_TAIL:] or 'no output'))
     after = _card(sysfs_root, address)
-    for found in (after.fpga_regions if after else ()):
+    for found in (after.regions if after else ()):
         if found.name == region.name:
             return found.function_id
     return None
@@ -106,18 +119,7 @@ def _program(sysfs_root: str, address: str, bitstream: str, *,
 
 def _card(sysfs_root: str, address: str):
     """The card at ``address`` as the FPGA drivers read it, or None."""
-    slot = address.rpartition('.')[0]
-    try:
-        names = os.listdir(os.path.join(sysfs_root, 'bus', 'pci',
-                                        'devices'))
-    except OSError:
-        names = [address]
-    only = sorted({n for n in names if n.rpartition('.')[0] == slot}
-                  | {address})
-    drivers = [intel_fpga.IntelFpgaDriver(None),
-               xilinx_fpga.XilinxFpgaDriver(None)]
-    found = discovery.Discoverer(drivers, sysfs_root).discover(only=only)
-    return found.by_address().get(address)
+    return fpga_regions.find_card(sysfs_root, address)
 
 
 def _target(sysfs_root: str, address: str, header: bitstreams.Bitstream):
@@ -127,28 +129,26 @@ def _target(sysfs_root: str, address: str, header: bitstreams.Bitstream):
         raise privsep.InvalidArgument(
             '%s is not an FPGA card this host can program (an Intel PAC '
             'or an Alveo management function)' % address)
-    wanted = (bitstreams.XCLBIN
-              if card.driver == xilinx_fpga.XilinxFpgaDriver.name
+    wanted = (bitstreams.XCLBIN if card.family == fpga_regions.XILINX
               else bitstreams.GBS)
     if header.kind != wanted:
         raise privsep.InvalidArgument(
             'a %s cannot be loaded into %s (%s): it takes a %s'
-            % (header.kind, address, card.driver, wanted))
-    regions = [r for r in card.fpga_regions
+            % (header.kind, address, _DRIVERS[card.family], wanted))
+    regions = [r for r in card.regions
                if r.interface_id == header.interface_id]
     if not regions:
         raise privsep.InvalidArgument(
             'the bitstream was built for interface %s; %s offers %s'
             % (header.interface_id, address,
                ', '.join(r.interface_id or 'no readable interface id'
-                         for r in card.fpga_regions) or 'no region'))
+                         for r in card.regions) or 'no region'))
     region = regions[0]
-    if region.layout in ('opae', 'dfl') and card.sriov and \
-            card.sriov.num_vfs:
+    if region.layout in ('opae', 'dfl') and card.num_vfs:
         raise privsep.NotPossible(
             'the port of %s is assigned to its VF (%d VFs enabled); '
             'disable SR-IOV before programming' % (address,
-                                                   card.sriov.num_vfs))
+                                                   card.num_vfs))
     return card, region
 
 

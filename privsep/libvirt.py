@@ -1,12 +1,25 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Privileged hot-plug of accelerator PCI functions through libvirt.
 
 For callers that may not open libvirt's socket (the agent, the CLI run as
 an unprivileged user). Each entrypoint takes an instance uuid and, where
 it needs one, a PCI address, both checked before libvirt is asked
 anything; the ``<hostdev>`` XML is built here with
-:func:`cyborg_nova.virt.guest.pci_hostdev` (Nova's config classes), never
-taken from the caller. The daemon connects to the local system libvirt
-(:data:`URI`), which the caller cannot choose either.
+:func:`cyborg_drivers.guest_xml.pci_hostdev_xml` (the text Nova's config
+classes give, without Nova), never taken from the caller. The daemon
+connects to the local system libvirt (:data:`URI`), which the caller
+cannot choose either.
 
 The work is done by undecorated ``_inner`` functions that take an open
 connection, so tests run them against a real libvirtd without a daemon.
@@ -18,7 +31,7 @@ import re
 
 import libvirt
 
-from cyborg_nova import attach as hotplug
+from cyborg_drivers import guest_xml
 import privsep
 from privsep import _common
 
@@ -39,7 +52,7 @@ def _connect():
         return libvirt.open(URI)
     except libvirt.libvirtError as exc:
         raise privsep.NotPossible('cannot connect to libvirt at %s: %s'
-                                  % (URI, hotplug.libvirt_reason(exc)))
+                                  % (URI, guest_xml.libvirt_reason(exc)))
 
 
 def _domain(conn, server_uuid: object):
@@ -59,12 +72,12 @@ def _domain(conn, server_uuid: object):
                 'domain)' % (server_uuid, URI))
         raise privsep.NotPossible('cannot look up instance %s: %s'
                                   % (server_uuid,
-                                     hotplug.libvirt_reason(exc)))
+                                     guest_xml.libvirt_reason(exc)))
 
 
 def _hostdev_xml(address: object) -> str:
-    """Nova's managed PCI ``<hostdev>`` for a validated address."""
-    return hotplug.PciHostdev().device_xml(_common.pci_address(address))
+    """The managed PCI ``<hostdev>`` of a validated address."""
+    return guest_xml.pci_hostdev_xml(_common.pci_address(address))
 
 
 def _with_connection(inner, *args):
@@ -107,9 +120,9 @@ def _attach_hostdev(conn, server_uuid: str, address: str) -> None:
     xml = _hostdev_xml(address)
     dom = _domain(conn, server_uuid)
     try:
-        dom.attachDeviceFlags(xml, hotplug.hotplug_flags(libvirt, dom))
+        dom.attachDeviceFlags(xml, guest_xml.hotplug_flags(libvirt, dom))
     except libvirt.libvirtError as exc:
-        raise privsep.NotPossible(hotplug.libvirt_reason(exc))
+        raise privsep.NotPossible(guest_xml.libvirt_reason(exc))
 
 
 @privsep.libvirt_hotplug.entrypoint
@@ -138,7 +151,7 @@ def _detach_hostdev(conn, server_uuid: str, address: str) -> None:
                                       % (address, server_uuid))
         dom.detachDeviceFlags(xml, flags)
     except libvirt.libvirtError as exc:
-        raise privsep.NotPossible(hotplug.libvirt_reason(exc))
+        raise privsep.NotPossible(guest_xml.libvirt_reason(exc))
 
 
 @privsep.libvirt_hotplug.entrypoint
@@ -160,10 +173,11 @@ def _hostdev_attached(conn, server_uuid: str, address: str) -> bool:
     try:
         return bool(_where(dom, address))
     except libvirt.libvirtError as exc:
-        raise privsep.NotPossible(hotplug.libvirt_reason(exc))
+        raise privsep.NotPossible(guest_xml.libvirt_reason(exc))
 
 
 def _where(dom, address: str) -> int:
     """Where the hostdev of ``address`` is (``VIR_DOMAIN_AFFECT_*``)."""
-    return hotplug.where_attached(
-        libvirt, dom, lambda root: hotplug.hostdev_in_domain(root, address))
+    return guest_xml.where_attached(
+        libvirt, dom,
+        lambda root: guest_xml.hostdev_in_domain(root, address))

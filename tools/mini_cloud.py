@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """A mini-cloud on this machine; run through tools/mini-cloud.sh.
 
 Starts, on loopback only, MariaDB and RabbitMQ (Debian's, as private
@@ -420,7 +432,7 @@ class Cloud(object):
 
     def write_bitstreams(self, directory):
         """The FPGA host's bitstream library: one GBS and its manifest."""
-        from cyborg_nova import bitstreams
+        from cyborg_drivers import bitstreams
         os.makedirs(directory, exist_ok=True)
         name = FPGA_IMAGE + '.gbs'
         with open(os.path.join(directory, name), 'wb') as f:

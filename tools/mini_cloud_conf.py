@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Configuration files of the mini-cloud's services (see mini_cloud.py).
 
 Each function returns the text of one file from ``c``, the cloud's
@@ -164,7 +176,7 @@ def nova(c, host=None, profile_root=None, state_dir=None):
         sections['compute'] = {'resource_provider_association_refresh': '5'}
     else:
         # nova-api checks a flavor's cyborg_nova:bitstream against the
-        # library's manifest (cyborg_nova.extra_specs).
+        # library's manifest (cyborg_nova.virt.extra_specs).
         sections['cyborg_nova'] = {
             'bitstream_dir': c['work'] + '/nova/bitstreams'}
     return ini(sections)

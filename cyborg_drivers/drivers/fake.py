@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The fake driver: hardware from a host profile, for clouds without any.
 
 It builds a sysfs tree from a host profile (see
@@ -21,6 +33,7 @@ import tempfile
 from oslo_config import cfg
 
 from cyborg_drivers import base
+from cyborg_drivers import bitstreams
 from cyborg_drivers import device as device_model
 from cyborg_drivers import discovery
 from cyborg_drivers.fake import hosttree
@@ -152,8 +165,6 @@ The real drivers run over the fake tree. Their own option groups apply
         :raises base.DriverError: no such region, a bad, unknown or
             incompatible bitstream, or the tree cannot be written.
         """
-        from cyborg_nova import bitstreams
-
         regions = {r.name: r for r in accelerator.fpga_regions}
         if region not in regions:
             raise base.DriverError('%s has no FPGA region %r'

@@ -1,20 +1,27 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Intel PAC FPGA cards, through the OPAE driver or the kernel's DFL."""
 
 from __future__ import annotations
 
 from cyborg_drivers import base
 from cyborg_drivers import device as device_model
+from cyborg_drivers import fpga_regions
 from cyborg_drivers import names
 from cyborg_drivers import sysfs
 
-VENDOR_INTEL = 0x8086
-# Product names as upstream Cyborg spells them in
-# CUSTOM_FPGA_INTEL_<PRODUCT> (it knows only the Arria 10).
-PRODUCTS = {
-    0x09c4: 'PAC_ARRIA10',
-    0x0b30: 'PAC_N3000',
-    0x0b2b: 'PAC_D5005',
-}
+VENDOR_INTEL = fpga_regions.VENDOR_INTEL
+PRODUCTS = fpga_regions.INTEL_PRODUCTS
 
 
 class IntelFpgaDriver(base.AcceleratorDriver):
@@ -30,7 +37,7 @@ class IntelFpgaDriver(base.AcceleratorDriver):
     description = 'Intel PAC FPGAs (Arria 10, N3000, D5005): OPAE or DFL'
 
     def claims(self, function: sysfs.PciFunction) -> bool:
-        return _is_pac(function)
+        return fpga_regions.is_intel_pac(function)
 
     def discover(self, snapshot: sysfs.PciSnapshot
                  ) -> list[device_model.Accelerator]:
@@ -41,13 +48,8 @@ class IntelFpgaDriver(base.AcceleratorDriver):
               function: sysfs.PciFunction) -> device_model.Accelerator:
         address = function.address
         sriov, vfs = self.vf_units(snapshot, address)
-        regions = (_opae_regions(snapshot, address)
-                   + _dfl_regions(snapshot, address))
-        if vfs and not any(r.function_id for r in regions):
-            # With SR-IOV on, the port (and its AFU id) moves to the VF.
-            for vf in vfs:
-                regions += (_opae_regions(snapshot, vf)
-                            + _dfl_regions(snapshot, vf))
+        # With SR-IOV on, the port (and its AFU id) moves to the VF.
+        regions = fpga_regions.intel_regions(snapshot, address, vfs)
         traits = [names.TRAIT_FPGA_INTEL,
                   names.custom('FPGA_INTEL', PRODUCTS[function.device])]
         for region in regions:
@@ -85,7 +87,7 @@ class IntelFpgaDriver(base.AcceleratorDriver):
         """
         reasons = []
         for address in accelerator.addresses:
-            for parts in _ports(snapshot, address):
+            for parts in fpga_regions.intel_ports(snapshot, address):
                 path = '/'.join(parts + ('errors', 'errors'))
                 value = snapshot.attr(address, *parts, 'errors', 'errors')
                 if value is None:
@@ -142,94 +144,3 @@ def privileged_program(address: str, bitstream: str) -> str | None:
         return privsep.fpga.program(address, bitstream)
     except (privsep.InvalidArgument, privsep.NotPossible) as exc:
         raise base.DriverError(str(exc))
-
-
-def _ports(snapshot: sysfs.PciSnapshot, address: str
-           ) -> list[tuple[str, ...]]:
-    """Paths (below the function) of the FPGA ports of ``address``."""
-    ports = []
-    for dev in snapshot.listdir(address, 'fpga'):
-        if dev.startswith('intel-fpga-dev.'):
-            ports += [('fpga', dev, child)
-                      for child in snapshot.listdir(address, 'fpga', dev)
-                      if child.startswith('intel-fpga-port.')]
-    for region in snapshot.listdir(address, 'fpga_region'):
-        ports += [('fpga_region', region, child)
-                  for child in snapshot.listdir(address, 'fpga_region',
-                                                region)
-                  if child.startswith('dfl-port.')]
-    return ports
-
-
-def _is_pac(function: sysfs.PciFunction) -> bool:
-    return function.vendor == VENDOR_INTEL and function.device in PRODUCTS
-
-
-def _norm_id(value: str | None) -> str | None:
-    if not value:
-        return None
-    value = value.replace('-', '').lower()
-    return value if len(value) == 32 and _is_hex(value) else None
-
-
-def _is_hex(value: str) -> bool:
-    try:
-        int(value, 16)
-    except ValueError:
-        return False
-    return True
-
-
-def _opae_regions(snapshot: sysfs.PciSnapshot, address: str
-                  ) -> list[device_model.FpgaRegion]:
-    """``<dev>/fpga/intel-fpga-dev.N/{intel-fpga-fme.N,intel-fpga-port.N}``.
-
-    The FME (on the PF) holds the PR interface id, the port (on the PF,
-    or on the VF once SR-IOV is on) the loaded AFU id.
-    """
-    regions = []
-    for dev in snapshot.listdir(address, 'fpga'):
-        if not dev.startswith('intel-fpga-dev.'):
-            continue
-        interface_id = function_id = None
-        for child in snapshot.listdir(address, 'fpga', dev):
-            if child.startswith('intel-fpga-fme.'):
-                interface_id = _norm_id(snapshot.attr(
-                    address, 'fpga', dev, child, 'pr', 'interface_id'))
-            elif child.startswith('intel-fpga-port.'):
-                function_id = _norm_id(snapshot.attr(
-                    address, 'fpga', dev, child, 'afu_id'))
-        regions.append(device_model.FpgaRegion(
-            name=dev, interface_id=interface_id, function_id=function_id,
-            layout='opae'))
-    return regions
-
-
-def _dfl_regions(snapshot: sysfs.PciSnapshot, address: str
-                 ) -> list[device_model.FpgaRegion]:
-    """``<dev>/fpga_region/regionN/{dfl-fme.N,dfl-port.N}`` (kernel DFL).
-
-    The PR interface id is the ``compat_id`` of the FME's PR region
-    (``dfl-fme.N/dfl-fme-region.M/fpga_region/regionK/compat_id``).
-    """
-    regions = []
-    for region in snapshot.listdir(address, 'fpga_region'):
-        base = ('fpga_region', region)
-        interface_id = function_id = None
-        for child in snapshot.listdir(address, *base):
-            if child.startswith('dfl-fme.'):
-                for pr in snapshot.listdir(address, *base, child):
-                    if not pr.startswith('dfl-fme-region.'):
-                        continue
-                    for sub in snapshot.listdir(address, *base, child, pr,
-                                                'fpga_region'):
-                        interface_id = interface_id or _norm_id(
-                            snapshot.attr(address, *base, child, pr,
-                                          'fpga_region', sub, 'compat_id'))
-            elif child.startswith('dfl-port.'):
-                function_id = _norm_id(
-                    snapshot.attr(address, *base, child, 'afu_id'))
-        regions.append(device_model.FpgaRegion(
-            name=region, interface_id=interface_id, function_id=function_id,
-            layout='dfl'))
-    return regions

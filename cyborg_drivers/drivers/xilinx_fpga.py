@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """AMD/Xilinx Alveo cards: management and user functions as one device."""
 
 from __future__ import annotations
@@ -7,25 +19,17 @@ import dataclasses
 from cyborg_drivers import base
 from cyborg_drivers import device as device_model
 from cyborg_drivers.drivers import intel_fpga
+from cyborg_drivers import fpga_regions
 from cyborg_drivers import names
 from cyborg_drivers import sysfs
 
-VENDOR_XILINX = 0x10ee
-# Management function device id -> card. The user function's id is the
-# management function's + 1. Other Xilinx functions (XDMA example
-# designs, other boards' shells) are claimed only when bound to XRT's
-# drivers, which know them.
-MGMT_PRODUCTS = {
-    0x5000: 'U200',
-    0x5004: 'U250',
-    0x500c: 'U280',
-    0x5020: 'U50',
-    0x505c: 'U55C',
-}
-USER_PRODUCTS = {pid + 1: card for pid, card in MGMT_PRODUCTS.items()}
-MGMT_DRIVER = 'xclmgmt'
-USER_DRIVER = 'xocl'
-MGMT, USER = 'management', 'user'
+VENDOR_XILINX = fpga_regions.VENDOR_XILINX
+MGMT_PRODUCTS = fpga_regions.ALVEO_MGMT_PRODUCTS
+USER_PRODUCTS = fpga_regions.ALVEO_USER_PRODUCTS
+MGMT_DRIVER = fpga_regions.ALVEO_MGMT_DRIVER
+USER_DRIVER = fpga_regions.ALVEO_USER_DRIVER
+MGMT, USER = fpga_regions.MGMT, fpga_regions.USER
+_role = fpga_regions.alveo_role
 
 
 class XilinxFpgaDriver(base.AcceleratorDriver):
@@ -70,16 +74,16 @@ class XilinxFpgaDriver(base.AcceleratorDriver):
               ) -> device_model.Accelerator:
         functions.sort(key=lambda f: f.address)
         users = [f for f in functions if _role(f) == USER]
-        mgmts = [f for f in functions if _role(f) == MGMT]
-        mgmt = next((f for f in mgmts if f.driver == MGMT_DRIVER),
-                    mgmts[0] if mgmts else None)
+        mgmt = fpga_regions.alveo_management(functions)
         problems = []
         if mgmt is not None:
             address = mgmt.address
             user_pid = (users[0].product_id if users
                         else '%04x' % (mgmt.device + 1))
-            interface = _uuids(snapshot, address, 'interface_uuids')
-            logic = _uuids(snapshot, address, 'logic_uuids')
+            interface = fpga_regions.alveo_uuids(snapshot, address,
+                                                 'interface_uuids')
+            logic = fpga_regions.alveo_uuids(snapshot, address,
+                                             'logic_uuids')
         else:
             # The management function is function 0 of the slot: the card
             # keeps its address while that function is away.
@@ -101,9 +105,7 @@ class XilinxFpgaDriver(base.AcceleratorDriver):
                    for i in interface[:1]]
         traits += [names.custom('FPGA_FUNCTION_ID_XILINX', names.hex_id(i))
                    for i in logic[:1]]
-        region = device_model.FpgaRegion(
-            name='0', interface_id=interface[0] if interface else None,
-            function_id=logic[0] if logic else None, layout='xrt')
+        region = fpga_regions.alveo_region(interface, logic)
         accelerator = self.accelerator(
             snapshot, mgmt or users[0],
             device_type='FPGA',
@@ -146,25 +148,3 @@ class XilinxFpgaDriver(base.AcceleratorDriver):
                                    'card is not visible: it cannot be '
                                    'programmed' % accelerator.address)
         intel_fpga.privileged_program(accelerator.address, bitstream)
-
-
-def _role(function: sysfs.PciFunction) -> str | None:
-    """Which function of an Alveo card ``function`` is, None if none."""
-    if function.vendor != VENDOR_XILINX:
-        return None
-    if function.driver == MGMT_DRIVER:
-        return MGMT
-    if function.driver == USER_DRIVER:
-        return USER
-    if function.device in MGMT_PRODUCTS:
-        return MGMT
-    if function.device in USER_PRODUCTS:
-        return USER
-    return None
-
-
-def _uuids(snapshot: sysfs.PciSnapshot, address: str,
-           name: str) -> list[str]:
-    text = snapshot.attr(address, name) or ''
-    return [line.strip().replace('-', '').lower()
-            for line in text.splitlines() if line.strip()]

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The agent's REST API: the internal API spec's "Agent" half.
 
 - ``POST /discovery``: start a discovery across the host and every
@@ -10,7 +22,8 @@
   see :mod:`cyborg_nova.programming`), ``GET /program/{id}``: the job;
 - ``GET /openapi.json``: this API's OpenAPI document.
 
-Every route has its request and response schema here, so the OpenAPI
+Every route has its request and response schema here (those the
+conductor-lite shares, in :mod:`cyborg_nova.api.schemas`), so the OpenAPI
 document is the whole contract; policy rules are
 :data:`cyborg_nova.policies.AGENT_RULES`.
 """
@@ -27,7 +40,7 @@ import webob.exc
 from cyborg_drivers import device as device_model
 from cyborg_nova.agent import remote
 from cyborg_nova.api import app as api_app
-from cyborg_nova import bitstreams
+from cyborg_nova.api import schemas
 from cyborg_nova.conf import agent as agent_conf
 from cyborg_nova import policies
 from cyborg_nova import programming
@@ -103,74 +116,10 @@ HARDWARE_ENTRY = {
     },
 }
 
-UUID_PATTERN = ('^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-'
-                '[0-9a-f]{12}$')
-
-PROGRAM_BODY = {
-    'type': 'object',
-    'additionalProperties': False,
-    'required': ['device', 'bitstream'],
-    'properties': {
-        'device': {'type': 'string', 'minLength': 1, 'maxLength': 255,
-                   'pattern': r'^[A-Za-z0-9][A-Za-z0-9._:-]*$',
-                   'description': 'PCI address, provider uuid or provider '
-                                  'name of the FPGA.'},
-        'bitstream': {'type': 'string', 'maxLength': 1024,
-                      'pattern': bitstreams.NAME_PATTERN,
-                      'description': 'Name (file name or relative path) '
-                                     'under [cyborg_nova] bitstream_dir.'},
-        'region': {'type': 'string', 'pattern': r'^[A-Za-z0-9._-]{1,64}$',
-                   'description': 'The FPGA region; default: the one the '
-                                  'bitstream fits.'},
-        'job_id': {'type': 'string', 'pattern': UUID_PATTERN,
-                   'description': 'The job\'s id; posting it again '
-                                  'returns that job.'},
-    },
-}
-
-PROGRAM_JOB = {
-    'type': 'object',
-    'required': ['id', 'host', 'device', 'provider', 'bitstream', 'step',
-                 'status', 'error', 'steps'],
-    'properties': {
-        'id': {'type': 'string'},
-        'host': {'type': 'string'},
-        'device': {'type': 'string'},
-        'provider': {'type': 'string'},
-        'driver': {'type': 'string'},
-        'region': {'type': 'string'},
-        'bitstream': {'type': 'string'},
-        'kind': {'type': 'string', 'enum': [bitstreams.GBS,
-                                            bitstreams.XCLBIN]},
-        'interface_id': {'type': 'string'},
-        'function_id': {'type': 'string'},
-        'previous_function_id': {'type': 'string', 'nullable': True},
-        'previous_state': {'type': 'string'},
-        'step': {'type': 'string', 'enum': list(programming.STEPS)},
-        'status': {'type': 'string', 'enum': list(programming.STATUSES)},
-        'error': {'type': 'string', 'nullable': True},
-        'attempts': {'type': 'integer', 'minimum': 0},
-        'created_at': {'type': 'number'},
-        'updated_at': {'type': 'number'},
-        'finished_at': {'type': 'number', 'nullable': True},
-        'consumer': {'type': 'string', 'nullable': True,
-                     'description': 'The instance allowed to hold the '
-                                    'device while it is programmed.'},
-        'steps': {'type': 'array', 'items': {
-            'type': 'object',
-            'required': ['step', 'at', 'detail'],
-            'properties': {'step': {'type': 'string'},
-                           'at': {'type': 'number'},
-                           'detail': {'type': 'string', 'nullable': True}},
-        }},
-    },
-}
-
-PROGRAM_RESPONSE = {
-    'type': 'object',
-    'required': ['program'],
-    'properties': {'program': PROGRAM_JOB},
-}
+UUID_PATTERN = schemas.UUID_PATTERN
+PROGRAM_BODY = schemas.PROGRAM_BODY
+PROGRAM_JOB = schemas.PROGRAM_JOB
+PROGRAM_RESPONSE = schemas.PROGRAM_RESPONSE
 
 DISCOVERY_RESPONSE = {
     'type': 'object',

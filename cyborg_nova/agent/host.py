@@ -1,8 +1,20 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The host's own accelerators: inventory, state, health and fencing.
 
 :class:`LocalHost` ties :class:`~cyborg_drivers.inventory.HostInventory`
 (what is on the bus now) to the state store (what each device's lifecycle
-state is) and to the :class:`~cyborg_nova.agent.fence.Fencer` (what
+state is) and to the :class:`~cyborg_nova.fencing.Fencer` (what
 Placement is told at once). The service calls :meth:`LocalHost.refresh`
 for full discoveries and hands udev events to
 :meth:`LocalHost.handle_event`; the API lists :meth:`LocalHost.hardware`.
@@ -19,7 +31,7 @@ from cyborg_drivers import device as device_model
 from cyborg_drivers import discovery
 from cyborg_drivers import events
 from cyborg_drivers import inventory
-from cyborg_nova.agent import fence
+from cyborg_nova import fencing
 from cyborg_nova import notifications
 from cyborg_nova import providers
 from cyborg_nova import state as state_store
@@ -65,7 +77,7 @@ class LocalHost:
 
     def __init__(self, drivers: list[base.AcceleratorDriver],
                  sysfs_root: str, store: state_store.StateStore,
-                 nodename: str, fencer: fence.Fencer | None = None,
+                 nodename: str, fencer: fencing.Fencer | None = None,
                  auto_ready: bool = False,
                  notifier: notifications.Notifier | None = None) -> None:
         self._discoverer = _RecordingDiscoverer(drivers, sysfs_root)
@@ -136,7 +148,7 @@ class LocalHost:
         self.inventory.refresh()
         self._sync(self.accelerators())
 
-    def refresh(self) -> list[fence.FenceResult]:
+    def refresh(self) -> list[fencing.FenceResult]:
         """Discover the whole host; fence what changed.
 
         The first refresh checks every device the store knows of (and so
@@ -164,7 +176,7 @@ class LocalHost:
         return self._fence(affected, rows, result)
 
     def handle_event(self, event: events.PciEvent
-                     ) -> list[fence.FenceResult]:
+                     ) -> list[fencing.FenceResult]:
         """Re-discover the device of a udev event; fence what changed."""
         before = self._by_address()
         change = self.inventory.handle_event(event)
@@ -228,7 +240,7 @@ class LocalHost:
     def _fence(self, addresses: set[str],
                rows: dict[str, state_store.DeviceState],
                result: discovery.DiscoveryResult | None
-               ) -> list[fence.FenceResult]:
+               ) -> list[fencing.FenceResult]:
         if self.fencer is None or not addresses:
             return []
         current = {a.address: a for a in self.accelerators()}
@@ -250,7 +262,7 @@ class LocalHost:
                     address, providers.provider_uuid(self.nodename,
                                                      address),
                     state, accelerator)
-                if outcome.outcome == fence.FAILED:
+                if outcome.outcome == fencing.FAILED:
                     self._pending.add(address)
                 else:
                     self._pending.discard(address)

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """cyborg-nova-agent: the process.
 
 ``cyborg-nova-agent --config-file /etc/nova/nova.conf --config-file
@@ -37,13 +49,13 @@ from cyborg_drivers import events
 from cyborg_drivers import loader
 from cyborg_drivers import sysfs
 from cyborg_nova.agent import api
-from cyborg_nova.agent import fence
 from cyborg_nova.agent import heartbeat
 from cyborg_nova.agent import host
 from cyborg_nova.agent import remote
 from cyborg_nova.api import server
 from cyborg_nova import conf as cn_conf
 from cyborg_nova.conf import agent as agent_conf
+from cyborg_nova import fencing
 from cyborg_nova import lifecycle
 from cyborg_nova import notifications
 from cyborg_nova import placement
@@ -143,7 +155,7 @@ class Agent:
         self.heartbeat: heartbeat.Heartbeat | None = None
         self._stopping = threading.Event()
 
-    def _fencer(self) -> fence.Fencer | None:
+    def _fencer(self) -> fencing.Fencer | None:
         if not self.conf.cyborg_agent.fence:
             LOG.info('Fencing is off ([cyborg_agent] fence = False): '
                      'Placement learns of changes at nova-compute\'s next '
@@ -155,7 +167,7 @@ class Agent:
                         'Placement learns of vanished or unhealthy devices '
                         'only at nova-compute\'s next update')
             return None
-        return fence.Fencer(client)
+        return fencing.Fencer(client)
 
     def _programmer(self) -> programming.Programmer | None:
         client = placement.from_conf(self.conf)
@@ -165,12 +177,12 @@ class Agent:
             return None
 
         def privileged_setup():
-            from cyborg_nova.cmd import hostargs
-            hostargs.start_privsep(self.conf, 'sysfs_admin')
+            from cyborg_nova import privileged
+            privileged.start_privsep(self.conf, 'sysfs_admin')
         # oslo.privsep imports eventlet, whose first import in a worker
         # thread leaves that thread unjoinable: import it in this one.
-        from cyborg_nova import whitelist
-        whitelist.quiet_import('privsep')
+        from cyborg_nova import privileged
+        privileged.quiet_import('privsep')
         return programming.Programmer(
             self.conf, self.store, client, lambda: self.local.drivers,
             self.conf.cyborg_nova.sysfs_root, privileged_setup,
@@ -225,7 +237,7 @@ class Agent:
         except sysfs.NoSysfs as exc:
             LOG.error('Discovery found no PCI bus: %s', exc)
             return
-        written = [r for r in results if r.outcome == fence.WRITTEN]
+        written = [r for r in results if r.outcome == fencing.WRITTEN]
         LOG.debug('Discovery: %d accelerators, %d providers written',
                   len(self.local.accelerators()), len(written))
 

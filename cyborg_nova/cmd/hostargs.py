@@ -1,12 +1,23 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Arguments and objects shared by the commands that act on one host."""
 
 import os
 import socket
 
-from oslo_config import cfg
-
-from cyborg_nova.conf import privsep as privsep_conf
 from cyborg_nova import placement
+# In the library (the agent starts privsep too); the commands call it here.
+from cyborg_nova.privileged import start_privsep  # noqa: F401
 from cyborg_nova import state as state_store
 
 
@@ -45,27 +56,3 @@ def allocations_lookup(client):
                 return {}
             return None
     return lookup
-
-
-def start_privsep(conf, context_name: str):
-    """The privsep context ``context_name``, reading this command's files.
-
-    oslo.privsep builds the daemon from the global ``cfg.CONF`` (the
-    context's section, and the config files it passes to privsep-helper),
-    while the command reads its own ConfigOpts; so the global one is
-    loaded from the same files, as a service's main() would. Run as root
-    without a ``helper_command``, the daemon is forked (it still drops to
-    the context's capabilities) instead of being started through sudo.
-    """
-    from cyborg_nova import whitelist
-    priv_context = whitelist.quiet_import('oslo_privsep.priv_context')
-    privsep = whitelist.quiet_import('privsep')
-    privsep_conf.register_opts(cfg.CONF)
-    cfg.CONF([], project='nova',
-             default_config_files=list(conf.config_file or []),
-             default_config_dirs=[])
-    context = getattr(privsep, context_name)
-    if (os.geteuid() == 0 and not context.conf.helper_command
-            and context.channel is None):
-        context.start(priv_context.Method.FORK)
-    return context

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """``program`` and ``program-show``: safe FPGA reprogramming on this host.
 
 Also runnable before the ``cyborg_nova.cli`` entry points are installed:
@@ -17,8 +29,8 @@ from cyborg_nova.cmd import columns
 from cyborg_nova.cmd import hostargs
 from cyborg_nova import lifecycle
 from cyborg_nova import placement
+from cyborg_nova import privileged
 from cyborg_nova import programming
-from cyborg_nova import whitelist
 
 _COLUMNS = ('device', 'job', 'status', 'step', 'function_id', 'error')
 
@@ -32,7 +44,7 @@ def make_programmer(app, parsed_args) -> programming.Programmer:
     # oslo.privsep imports eventlet, whose first import in a worker
     # thread leaves that thread unjoinable: import it here, in the main
     # thread, before the loads run in workers.
-    whitelist.quiet_import('privsep')
+    privileged.quiet_import('privsep')
     return programming.Programmer(
         conf, store, client, drivers, conf.cyborg_nova.sysfs_root,
         privileged_setup=lambda: hostargs.start_privsep(conf, 'sysfs_admin'))

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """``whitelist show`` and ``whitelist sync``: Nova's [pci] device_spec."""
 
 from __future__ import annotations
@@ -9,6 +21,20 @@ from cliff import lister
 from cyborg_nova.cmd import columns
 from cyborg_nova.cmd import hostargs
 from cyborg_nova import whitelist
+
+
+def nova_parser() -> whitelist.SpecParser:
+    """Nova's device_spec parser, imported only by these two commands.
+
+    :raises WhitelistError: Nova is not importable here.
+    """
+    try:
+        from cyborg_nova.virt import pci_spec
+    except ImportError as exc:
+        raise whitelist.WhitelistError(
+            'the whitelist commands need Nova importable (they parse '
+            '[pci] device_spec with Nova\'s own code): %s' % exc)
+    return pci_spec.NovaSpecParser()
 
 
 class WhitelistShow(lister.Lister):
@@ -26,7 +52,8 @@ class WhitelistShow(lister.Lister):
     def take_action(self, parsed_args):
         conf = self.app.conf
         root = conf.cyborg_nova.sysfs_root
-        entries = whitelist.read_device_spec(whitelist.config_files(conf))
+        entries = whitelist.read_device_spec(nova_parser(),
+                                             whitelist.config_files(conf))
         managed, errors = whitelist.managed_functions(
             conf, root, whitelist.driver_names(conf))
         host = whitelist.host_functions(root)
@@ -76,7 +103,8 @@ class WhitelistSync(command.Command):
 
     def take_action(self, parsed_args):
         conf = self.app.conf
-        plan = whitelist.plan_sync(conf, conf.cyborg_nova.sysfs_root,
+        plan = whitelist.plan_sync(nova_parser(), conf,
+                                   conf.cyborg_nova.sysfs_root,
                                    whitelist.driver_names(conf),
                                    parsed_args.passthrough)
         out = self.app.stdout.write

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The conductor-lite's REST API: routes, their schemas and handlers.
 
 ``POST /hello`` is the internal API spec's "register agent" (and the
@@ -26,8 +38,8 @@ from oslo_config import cfg
 from oslo_db import exception as db_exc
 import webob
 
-from cyborg_nova.agent import api as agent_api
 from cyborg_nova.api import app as api_app
+from cyborg_nova.api import schemas
 from cyborg_nova.conductor import db
 from cyborg_nova.conductor import hardware
 from cyborg_nova.conductor import registry as registry_mod
@@ -133,9 +145,9 @@ PROGRAMS_BODY = {
         'host': {'type': 'string', 'minLength': 1,
                  'maxLength': db.HOST_LENGTH, 'pattern': HOST_PATTERN,
                  'description': 'The agent\'s host (Nova nodename).'},
-        'device': agent_api.PROGRAM_BODY['properties']['device'],
-        'bitstream': agent_api.PROGRAM_BODY['properties']['bitstream'],
-        'region': agent_api.PROGRAM_BODY['properties']['region'],
+        'device': schemas.PROGRAM_BODY['properties']['device'],
+        'bitstream': schemas.PROGRAM_BODY['properties']['bitstream'],
+        'region': schemas.PROGRAM_BODY['properties']['region'],
     },
 }
 
@@ -157,7 +169,7 @@ PROGRAM = {
         'error': {'type': 'string', 'nullable': True},
         'created_at': {'type': 'string', 'format': 'date-time'},
         'updated_at': {'type': 'string', 'format': 'date-time'},
-        'job': {**agent_api.PROGRAM_JOB, 'nullable': True,
+        'job': {**schemas.PROGRAM_JOB, 'nullable': True,
                 'description': 'The agent\'s journal of the job, as last '
                                'read.'},
     },
@@ -356,7 +368,7 @@ class Programs:
 
     def show(self, request: webob.Request, id: str) -> tuple[int, Any]:
         program = self.store.get(id) if re.fullmatch(
-            agent_api.UUID_PATTERN, id) else None
+            schemas.UUID_PATTERN, id) else None
         if program is None:
             raise api_app.HTTPError(404, 'no programming job %s' % id)
         if program.status == 'pending':

@@ -1,7 +1,19 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """What programming reads from Placement, and the trait writes.
 
 Inventory (``reserved``) is written by the agent's
-:class:`~cyborg_nova.agent.fence.Fencer`, reused as is.
+:class:`~cyborg_nova.fencing.Fencer`, reused as is.
 """
 
 from __future__ import annotations
@@ -13,7 +25,7 @@ from typing import Callable, Iterable
 from keystoneauth1 import exceptions as ks_exc
 import os_traits
 
-from cyborg_nova.agent import fence
+from cyborg_nova import fencing
 from cyborg_nova.programming.journal import ProgrammingError
 
 #: Reads and writes tried on conflicts or transient failures.
@@ -23,7 +35,7 @@ ATTEMPTS = 5
 class PlacementOps:
     """The reads and trait writes programming makes, through keystoneauth.
 
-    Inventory (``reserved``) is written by :class:`fence.Fencer`.
+    Inventory (``reserved``) is written by :class:`fencing.Fencer`.
     """
 
     def __init__(self, client, attempts: int = ATTEMPTS,
@@ -38,7 +50,7 @@ class PlacementOps:
     def _call(self, method: str, url: str, **kwargs):
         try:
             return getattr(self.client, method)(
-                url, raise_exc=False, microversion=fence.MICROVERSION,
+                url, raise_exc=False, microversion=fencing.MICROVERSION,
                 timeout=self.timeout, **kwargs)
         except ks_exc.ClientException as exc:
             raise ProgrammingError('cannot reach Placement: %s' % exc)

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The reprogramming of FPGAs: validation, the steps, recovery.
 
 :mod:`cyborg_nova.programming` describes the steps and what they
@@ -19,11 +31,11 @@ from typing import Callable, Iterable
 import uuid as uuid_lib
 
 from cyborg_drivers import base
+from cyborg_drivers import bitstreams
 from cyborg_drivers import discovery
 from cyborg_drivers import names
 from cyborg_drivers import sysfs
-from cyborg_nova.agent import fence
-from cyborg_nova import bitstreams
+from cyborg_nova import fencing
 from cyborg_nova.programming.journal import CHECKED
 from cyborg_nova.programming.journal import CREATED
 from cyborg_nova.programming.journal import DONE
@@ -112,7 +124,7 @@ class Programmer:
         self.store = store
         self.journal = Journal(store)
         self.client = client
-        self.fencer = fence.Fencer(client) if client is not None else None
+        self.fencer = fencing.Fencer(client) if client is not None else None
         self.placement = PlacementOps(client) if client is not None else (
             None)
         self._drivers = drivers if callable(drivers) else (lambda: drivers)
@@ -480,7 +492,7 @@ class Programmer:
         return None
 
     def _apply(self, job: Job, state: str, acc,
-               known=None) -> fence.FenceResult:
+               known=None) -> fencing.FenceResult:
         result = self.fencer.apply(job.address, job.provider, state, acc,
                                    known=known)
         if result.generation is not None:
@@ -498,7 +510,7 @@ class Programmer:
         if acc is None:
             return self._rollback(job, 'the device is gone')
         result = self._apply(job, state_store.PROGRAMMING, acc)
-        if result.outcome == fence.FAILED:
+        if result.outcome == fencing.FAILED:
             return self._rollback(job, 'cannot fence provider %s: %s'
                                   % (job.provider, result.error))
         return self.journal.step(job, FENCED, detail=json.dumps(
@@ -689,7 +701,7 @@ class Programmer:
             known = (seen['generation'], seen['inventory'][1])
         result = self._apply(job, job.target_state, self._device(job),
                              known=known)
-        if result.outcome == fence.FAILED:
+        if result.outcome == fencing.FAILED:
             raise _Stalled('cannot unfence: %s' % result.error)
         return self.journal.step(job, DONE, status=SUCCEEDED, detail=(
             json.dumps({'reserved': result.reserved})))
@@ -704,7 +716,7 @@ class Programmer:
                              'programming job %s %s' % (job.id, error))
         acc = self._device(job)
         result = self._apply(job, state_store.FAILED, acc)
-        if result.outcome == fence.FAILED:
+        if result.outcome == fencing.FAILED:
             raise _Stalled('cannot fence the failed device: %s'
                            % result.error)
         self._sync_traits(job, acc, add={FAILED_TRAIT})
@@ -717,6 +729,6 @@ class Programmer:
         self.store.set_state(job.nodename, job.address, job.prev_state,
                              job.prev_reason)
         result = self._apply(job, job.prev_state, self._device(job))
-        if result.outcome == fence.FAILED:
+        if result.outcome == fencing.FAILED:
             raise _Stalled('cannot unfence: %s' % result.error)
         return self.journal.step(job, ROLLED_BACK, status=REFUSED)

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The mixin that adds accelerator providers to a Nova virt driver.
 
 Mixed in front of a concrete Nova driver class, it extends
@@ -19,16 +31,16 @@ from nova import context as nova_context
 from nova import exception
 from nova.scheduler.client import report
 
+from cyborg_drivers import bitstreams
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
-from cyborg_nova import bitstreams
 from cyborg_nova import conf as cn_conf
-from cyborg_nova import extra_specs
 from cyborg_nova import lifecycle
 from cyborg_nova import programming
 from cyborg_nova import providers
 from cyborg_nova import restore
 from cyborg_nova import state as state_store
+from cyborg_nova.virt import extra_specs
 from cyborg_nova.virt import moves
 
 LOG = logging.getLogger(__name__)

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Accelerators in the guest: units from allocations, hostdevs in the XML.
 
 For the libvirt driver only. Placement says which consumer holds how
@@ -38,7 +50,7 @@ from nova import context as nova_context
 from nova import exception
 from nova.virt.libvirt import config as vconfig
 
-from cyborg_drivers import device as device_model
+from cyborg_drivers import guest_xml
 from cyborg_nova import assignments
 from cyborg_nova import providers
 from cyborg_nova.virt import moves
@@ -55,18 +67,16 @@ _COMES_BACK = (task_states.REBUILDING,
 def pci_hostdev(address: str) -> vconfig.LibvirtConfigGuestHostdevPCI:
     """A managed PCI ``<hostdev>`` for the function at ``address``.
 
+    Nova's config object (what its guest config holds), made of the same
+    fields as :func:`cyborg_drivers.guest_xml.pci_hostdev`, whose text
+    the hot-plug paths use: the two render the same XML.
+
     :raises ValueError: ``address`` is not a PCI address.
     """
-    if not device_model.is_pci_address(address):
-        raise ValueError('not a PCI address: %r' % address)
-    domain, bus, slot_function = address.split(':')
-    slot, function = slot_function.split('.')
     dev = vconfig.LibvirtConfigGuestHostdevPCI()
-    dev.domain, dev.bus, dev.slot, dev.function = (domain, bus, slot,
-                                                   function)
-    # libvirt detaches the function from its host driver (binding
-    # vfio-pci) when the guest starts and gives it back when it stops.
-    dev.managed = 'yes'
+    dev.domain, dev.bus, dev.slot, dev.function = (
+        guest_xml.pci_address_fields(address))
+    dev.managed = guest_xml.MANAGED
     return dev
 
 

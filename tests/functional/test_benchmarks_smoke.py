@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The benchmark scripts run and write their files (tiny sizes).
 
 A smoke test only: nothing here is timed or compared. The real runs are
@@ -72,7 +84,7 @@ def test_run_all_smoke(tmp_path):
     steps = json.loads((out / 'results' / 'steps.json').read_text())
     assert set(steps) == {'discovery', 'placement-traffic',
                           'fence-latency', 'reprogram', 'scale', 'churn',
-                          'plots'}
+                          'cli-start', 'plots'}
     assert all(s['returncode'] == 0 for s in steps.values()), steps
     text = (out / 'results.md').read_text()
     assert text.startswith('# cyborg-nova benchmark results\n\n'
@@ -101,6 +113,9 @@ def test_run_all_smoke(tmp_path):
         'on',
         'Convergence under churn: 20 computes, 20% of devices changing a '
         'minute',
+        'CLI start: `cyborg-nova --version`',
+        'CLI start: `cyborg-nova --help`',
+        'CLI start: `cyborg-nova discover --sysfs-root <tree>`',
     ]
     for name in expected:
         assert name in summary, (name, sorted(summary))
@@ -120,6 +135,29 @@ def test_run_all_smoke(tmp_path):
         assert row[3].startswith('per-VF **'), row[3]
     for png in ('discovery', 'registration', 'candidates', 'churn'):
         assert (out / 'results' / (png + '.png')).stat().st_size > 1000
+
+
+def test_cli_start_smoke(tmp_path):
+    """cli_start.py needs nothing run_all's other steps need: run alone."""
+    out = tmp_path / 'cli-start.md'
+    _run(os.path.join(BENCH, 'cli_start.py'), '--runs', '1', '--warmup',
+         '0', '--output', str(out), timeout=300)
+    data = json.loads((tmp_path / 'cli-start.json').read_text())
+    if os.path.exists(os.path.join(os.path.dirname(sys.executable),
+                                   'openstack')):
+        assert data['samples'][data['peer']], 'openstack --version not run'
+    for name in data['nova_free']:
+        assert len(data['samples'][name]) == 1
+        assert data['imports'][name]['nova_modules'] == 0, (
+            name, data['imports'][name]['nova_first'])
+    # The counter sees Nova where it is imported.
+    reference = [entry for name, entry in data['imports'].items()
+                 if 'nova.virt.libvirt.config' in name]
+    if 'nova not installed' not in data['versions']:
+        assert reference and reference[0]['nova_modules'] > 100, reference
+    text = out.read_text()
+    assert '| `cyborg-nova --version` |' in text
+    assert '## Imports' in text
 
 
 def test_report_and_doc_tables(tmp_path):

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Nova's [pci] device_spec kept consistent with cyborg-nova.
 
 The module's functions in-process, then ``cyborg-nova whitelist show`` and
@@ -15,9 +27,12 @@ from oslo_config import cfg
 import pytest
 
 from cyborg_nova.cmd import cli
+from cyborg_nova.cmd import whitelist as whitelist_cmd
 from cyborg_nova import whitelist
 
 pytest.importorskip('nova.pci.whitelist')
+# Nova's parser, as the whitelist commands pass it in.
+NOVA = whitelist_cmd.nova_parser()
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
@@ -104,14 +119,14 @@ def test_entries_read_with_nova_option_names(host):
     h.write_conf('passthrough_whitelist = {"address": "%s"}\n'
                  'device_spec = [{"vendor_id": "10de", "product_id": '
                  '"2236"}, {"address": "*:d8:00.*"}]\n' % NVME)
-    entries = whitelist.read_device_spec([str(h.nova_conf), h.drop_in])
+    entries = whitelist.read_device_spec(NOVA, [str(h.nova_conf), h.drop_in])
     # oslo.config gives both names' values, as it does to Nova.
     assert [e.spec for e in entries] == [
         {'address': NVME}, {'vendor_id': '10de', 'product_id': '2236'},
         {'address': '*:d8:00.*'}]
     assert {e.source for e in entries} == {str(h.nova_conf)}
     h.write_conf('passthrough_whitelist = {"address": "%s"}\n' % NVME)
-    (entry,) = whitelist.read_device_spec([str(h.nova_conf)])
+    (entry,) = whitelist.read_device_spec(NOVA, [str(h.nova_conf)])
     assert entry.spec == {'address': NVME}
 
 
@@ -120,7 +135,7 @@ def test_entry_nova_rejects_names_the_file(host):
     h.write_conf('device_spec = {"address": "0000:18:00.0", '
                  '"vendor_id": "xyz1"}\n')
     with pytest.raises(whitelist.WhitelistError) as info:
-        whitelist.read_device_spec([str(h.nova_conf)])
+        whitelist.read_device_spec(NOVA, [str(h.nova_conf)])
     assert str(h.nova_conf) in str(info.value)
     assert 'xyz1' in str(info.value)
 
@@ -133,7 +148,7 @@ def test_refuses_a_device_nova_already_claims(host):
     managed, errors = whitelist.managed_functions(conf, h.root,
                                                   ['nvidia_gpu'])
     assert errors == {}
-    entries = whitelist.read_device_spec([str(h.nova_conf)])
+    entries = whitelist.read_device_spec(NOVA, [str(h.nova_conf)])
     with pytest.raises(whitelist.WhitelistError) as info:
         whitelist.check(entries, managed)
     message = str(info.value)
@@ -151,7 +166,7 @@ def test_units_are_managed_too(host):
     conf = h.conf()
     managed, _ = whitelist.managed_functions(conf, h.root, ['intel_qat'])
     found = whitelist.conflicts(
-        whitelist.read_device_spec([str(h.nova_conf)]), managed)
+        whitelist.read_device_spec(NOVA, [str(h.nova_conf)]), managed)
     assert len(found) == 7       # VFs at 0000:6b:00.1 to 0000:6b:00.7
     assert found[0].function.describe() == (
         '0000:6b:00.1 (part of accelerator %s, driver intel_qat)' % QAT)
@@ -181,7 +196,7 @@ def test_bad_passthrough(value):
 
 def test_plan_renders_a_drop_in_nova_accepts(host, tmp_path):
     h = host()
-    plan = whitelist.plan_sync(h.conf(), h.root, ['nvidia_gpu'],
+    plan = whitelist.plan_sync(NOVA, h.conf(), h.root, ['nvidia_gpu'],
                                [NVME + ':CUSTOM_NVME:HW_NVME_FAST'])
     assert plan.entries == [{'address': NVME, 'vendor_id': '144d',
                              'product_id': 'a808',
@@ -203,13 +218,13 @@ def test_plan_refuses_managed_unknown_and_repeated_devices(host):
             (['0000:19:00.0'], 'no PCI device 0000:19:00.0'),
             ([NVME, NVME + ':CUSTOM_X'], 'given twice')]:
         with pytest.raises(whitelist.WhitelistError, match=message):
-            whitelist.plan_sync(conf, h.root, ['nvidia_gpu'], values)
+            whitelist.plan_sync(NOVA, conf, h.root, ['nvidia_gpu'], values)
 
 
 def test_plan_warns_when_another_entry_matches_first(host):
     h = host()
     h.write_conf('device_spec = {"address": "%s"}\n' % NVME)
-    plan = whitelist.plan_sync(h.conf(), h.root, ['nvidia_gpu'],
+    plan = whitelist.plan_sync(NOVA, h.conf(), h.root, ['nvidia_gpu'],
                                [NVME + ':CUSTOM_NVME'])
     assert len(plan.warnings) == 1 and str(h.nova_conf) in plan.warnings[0]
 

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The agent's udev-to-Placement path under umockdev, for tests and bench.
 
 Usage::
@@ -110,7 +122,7 @@ class Recorder:
 
     def wait_written(self, action, address, since):
         """(received, result) of the first write for ``action``."""
-        from cyborg_nova.agent import fence
+        from cyborg_nova import fencing
 
         def find():
             for event, received, results in self.records[since:]:
@@ -118,7 +130,7 @@ class Recorder:
                     continue
                 for result in results:
                     if (result.address == address
-                            and result.outcome == fence.WRITTEN):
+                            and result.outcome == fencing.WRITTEN):
                         return received, result
             return None
         with self.cond:
@@ -145,8 +157,8 @@ def main(argv=None):
     from cyborg_drivers import device as device_model
     from cyborg_drivers import events
     from cyborg_drivers import loader
-    from cyborg_nova.agent import fence
     from cyborg_nova.agent import host as agent_host
+    from cyborg_nova import fencing
     from cyborg_nova import state as state_store
 
     bridge = testbed.add_device('pci', 'pci0000:3a', None, [], [])
@@ -185,7 +197,7 @@ def main(argv=None):
     host = agent_host.LocalHost(
         loader.load(conf, ['nvidia_gpu']), '/sys',
         state_store.StateStore(state_path), args.nodename,
-        fence.Fencer(client), auto_ready=True)
+        fencing.Fencer(client), auto_ready=True)
     host.prime()
     initial = [r.outcome for r in host.refresh()]
     recorder = Recorder(host)

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Every device XML the project emits validates against libvirt's schemas.
 
 libvirt has no standalone device schema, so each device is wrapped in a
@@ -13,6 +25,7 @@ import unittest
 from lxml import etree
 import testtools
 
+from cyborg_drivers import guest_xml
 from cyborg_nova.virt import guest
 
 DOMAIN = """<domain type='kvm'>
@@ -59,3 +72,16 @@ class TestHostdevSchema(testtools.TestCase):
     def test_not_an_address(self):
         for bad in ('3b:00.0', '0000:3b:00.8', '../../etc', ''):
             self.assertRaises(ValueError, guest.pci_hostdev, bad)
+            self.assertRaises(ValueError, guest_xml.pci_hostdev, bad)
+
+
+class TestSameXmlWithoutNova(testtools.TestCase):
+    """The hot-plug paths build the hostdev without Nova: same text."""
+
+    def test_byte_for_byte_what_nova_renders(self):
+        for address in ('0000:3b:00.0', '0000:af:01.7', '0001:00:1f.3',
+                        '10000:01:00.0', '0000:d8:00.1', 'ffff:ff:1f.7'):
+            for pretty in (True, False):
+                self.assertEqual(
+                    guest.pci_hostdev(address).to_xml(pretty_print=pretty),
+                    guest_xml.pci_hostdev_xml(address, pretty))

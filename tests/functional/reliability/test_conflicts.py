@@ -26,9 +26,9 @@ import time
 
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
-from cyborg_nova.agent import fence
 from cyborg_nova import attach
 from cyborg_nova.cmd import cli
+from cyborg_nova import fencing
 from cyborg_nova import providers
 from cyborg_nova import state
 from tests import counts
@@ -112,7 +112,7 @@ def test_fences_against_another_writer(host, live_placement):
     # Hooked: its inventory writes are counted; a write beyond one per
     # fence written met the other writer (a 409, retried).
     client = common.Hooked(placement.from_conf(conf))
-    fencer = fence.Fencer(client)
+    fencer = fencing.Fencer(client)
     writer = common.TraitWriter(host.placement_url, [uuid], PAUSE).start()
     outcomes = {}
     written = 0
@@ -133,13 +133,13 @@ def test_fences_against_another_writer(host, live_placement):
             i += 1
             result = fencer.apply(PAC0, uuid, wanted, accelerator)
             outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
-            if result.outcome == fence.FAILED:
+            if result.outcome == fencing.FAILED:
                 # Kept conflicting: the agent retries after its next
                 # discovery; so does this.
                 assert 'conflict' in result.error or '409' in (
                     result.error), result.error
                 result = fencer.apply(PAC0, uuid, wanted, accelerator)
-            assert result.outcome == fence.WRITTEN, result
+            assert result.outcome == fencing.WRITTEN, result
             written += 1
             # Only this writer writes reserved: it is what was written.
             assert host.reserved(PAC0) == int(wanted == state.HELD)

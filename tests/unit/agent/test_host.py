@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """LocalHost: which devices are fenced, and with what, on a fake host."""
 
 import os
@@ -9,15 +21,15 @@ from cyborg_drivers import base as driver_base
 from cyborg_drivers import device as device_model
 from cyborg_drivers import events
 from cyborg_drivers import loader
-from cyborg_nova.agent import fence
 from cyborg_nova.agent import host as agent_host
+from cyborg_nova import fencing
 from cyborg_nova import state as state_store
 
 NODE = 'node-1'
 PAC = '0000:5e:00.0'
 
 
-class RecordingFencer(fence.Fencer):
+class RecordingFencer(fencing.Fencer):
     """Records what would be written instead of calling Placement."""
 
     def __init__(self):
@@ -28,8 +40,8 @@ class RecordingFencer(fence.Fencer):
     def apply(self, address, uuid, state, accelerator):
         self.calls.append((address, state, accelerator is not None))
         assert uuid == device_model.device_uuid(NODE, address)
-        outcome = fence.FAILED if address in self.fail else fence.UNCHANGED
-        return fence.FenceResult(address, uuid, outcome)
+        outcome = fencing.FAILED if address in self.fail else fencing.UNCHANGED
+        return fencing.FenceResult(address, uuid, outcome)
 
     def take(self):
         calls, self.calls = self.calls, []

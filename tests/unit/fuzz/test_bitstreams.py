@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Fuzzing the bitstream header parsers and the library (hypothesis).
 
 The inputs: real GBS and xclbin2 headers (as OPAE's packager and XRT lay
@@ -21,7 +33,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 import pytest
 
-from cyborg_nova import bitstreams
+from cyborg_drivers import bitstreams
 from tests import fuzzing
 
 HEX32 = re.compile(r'[0-9a-f]{32}')

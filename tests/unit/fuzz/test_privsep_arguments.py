@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Fuzzing the privileged entrypoints' argument checks (hypothesis).
 
 Every entrypoint's work is done by an undecorated inner function, the one
@@ -24,8 +36,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 import pytest
 
+from cyborg_drivers import bitstreams
 from cyborg_drivers.fake import hosttree
-from cyborg_nova import bitstreams
 import privsep
 from privsep import fpga
 from privsep import libvirt as privsep_libvirt

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """GBS and xclbin2 headers, bitstream names, and the parsers under fuzz."""
 
 import os
@@ -9,7 +21,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 import pytest
 
-from cyborg_nova import bitstreams
+from cyborg_drivers import bitstreams
 
 PAC_INTERFACE = '9346116d-a52d-5ca8-b06a-a9a389ef7c8d'
 NLB3 = 'f7df405c-bd7a-cf72-22f1-44b0b93acd18'

@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Stand-in for OPAE's ``fpgaconf`` and XRT's ``xbmgmt program``.
 
 ``fake_fpga_tool.py fpgaconf --bus 0x5e --device 0x00 --function 0x0
@@ -23,11 +35,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(HERE)))))
 
+from cyborg_drivers import bitstreams  # noqa: E402
 from cyborg_drivers import discovery  # noqa: E402
 from cyborg_drivers.drivers import fake  # noqa: E402
 from cyborg_drivers.drivers import intel_fpga  # noqa: E402
 from cyborg_drivers.drivers import xilinx_fpga  # noqa: E402
-from cyborg_nova import bitstreams  # noqa: E402
 
 
 def main(argv):

@@ -1,15 +1,27 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """Fencing: writing an accelerator provider's ``reserved`` at once.
 
 Nova's resource tracker owns the provider tree and reports it on its own
 schedule (every minute by default). A device that vanishes or turns
-unhealthy in between must stop being scheduled now, so the agent writes
-``reserved`` itself, and only ``reserved``: the value comes from the same
-pure function Nova's update uses (:func:`cyborg_nova.providers.reserved`),
-so when Nova's update comes it computes the same number and the two
-writers converge instead of fighting. Totals, other inventory fields,
-traits and the providers themselves are left to Nova: a provider that
-does not exist is not created, and one that is deleted meanwhile is not
-recreated.
+unhealthy in between must stop being scheduled now, so the agent (and the
+FPGA programmer, around a load) writes ``reserved`` itself, and only
+``reserved``: the value comes from the same pure function Nova's update
+uses (:func:`cyborg_nova.providers.reserved`), so when Nova's update
+comes it computes the same number and the two writers converge instead
+of fighting. Totals, other inventory fields, traits and the providers
+themselves are left to Nova: a provider that does not exist is not
+created, and one that is deleted meanwhile is not recreated.
 """
 
 from __future__ import annotations

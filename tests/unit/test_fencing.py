@@ -1,3 +1,15 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
 """The fence computation, and the Fencer's conversation with Placement.
 
 The Fencer is driven against a small in-memory Placement that keeps
@@ -11,7 +23,7 @@ from keystoneauth1 import exceptions as ks_exc
 import pytest
 
 from cyborg_drivers import device as device_model
-from cyborg_nova.agent import fence
+from cyborg_nova import fencing
 from cyborg_nova import providers
 from cyborg_nova import state as state_store
 
@@ -46,7 +58,7 @@ def record(total, reserved=0):
     (state_store.READY, accelerator(setup_required=True), 1),
 ])
 def test_wanted_reserved_matches_novas_function(state, acc, expected):
-    assert fence.wanted_reserved(state, acc, 'PGPU', 1) == expected
+    assert fencing.wanted_reserved(state, acc, 'PGPU', 1) == expected
     # The very function Nova's update uses, for the devices it reports.
     if acc is not None:
         assert expected == providers.reserved(state, acc, 1)
@@ -54,26 +66,26 @@ def test_wanted_reserved_matches_novas_function(state, acc, expected):
 
 def test_a_class_the_device_no_longer_offers_stays_fully_reserved():
     # Nova keeps such a class only while it is allocated, fully reserved.
-    assert fence.wanted_reserved(state_store.READY, accelerator(), 'VGPU',
-                                 4) == 4
+    assert fencing.wanted_reserved(state_store.READY, accelerator(),
+                                   'VGPU', 4) == 4
 
 
 def test_units_that_left_the_device_stay_held():
     acc = accelerator(resource_class='CUSTOM_QAT', total=4)
-    assert fence.wanted_reserved(state_store.READY, acc, 'CUSTOM_QAT',
-                                 16) == 12
-    assert fence.wanted_reserved(state_store.READY, acc, 'CUSTOM_QAT',
-                                 2) == 0
-    assert fence.wanted_reserved(state_store.HELD, acc, 'CUSTOM_QAT',
-                                 16) == 16
+    assert fencing.wanted_reserved(state_store.READY, acc, 'CUSTOM_QAT',
+                                   16) == 12
+    assert fencing.wanted_reserved(state_store.READY, acc, 'CUSTOM_QAT',
+                                   2) == 0
+    assert fencing.wanted_reserved(state_store.HELD, acc, 'CUSTOM_QAT',
+                                   16) == 16
 
 
 def test_plan_lists_only_what_differs():
     inventories = {'PGPU': record(1, 0), 'VGPU': record(4, 4)}
-    assert fence.plan(inventories, state_store.READY, accelerator()) == {}
-    assert fence.plan(inventories, state_store.READY, None) == {'PGPU': 1}
-    assert fence.plan({'PGPU': record(1, 1)}, state_store.READY,
-                      accelerator()) == {'PGPU': 0}
+    assert fencing.plan(inventories, state_store.READY, accelerator()) == {}
+    assert fencing.plan(inventories, state_store.READY, None) == {'PGPU': 1}
+    assert fencing.plan({'PGPU': record(1, 1)}, state_store.READY,
+                        accelerator()) == {'PGPU': 0}
 
 
 # -- the Fencer ---------------------------------------------------------------
@@ -125,7 +137,7 @@ class FakePlacement:
 
 
 def fencer(client, attempts=5):
-    return fence.Fencer(client, attempts=attempts, backoff=0.001)
+    return fencing.Fencer(client, attempts=attempts, backoff=0.001)
 
 
 def test_fences_a_vanished_device_and_changes_nothing_else():
@@ -134,7 +146,7 @@ def test_fences_a_vanished_device_and_changes_nothing_else():
     client = FakePlacement({'PGPU': dict(before)})
     result = fencer(client).apply('0000:3b:00.0', UUID,
                                   state_store.READY, None)
-    assert result.outcome == fence.WRITTEN
+    assert result.outcome == fencing.WRITTEN
     assert result.reserved == {'PGPU': 1}
     assert client.inventories['PGPU'] == dict(before, reserved=1)
     assert [r[0] for r in client.requests] == ['GET', 'PUT']
@@ -146,7 +158,7 @@ def test_nothing_is_written_when_placement_agrees():
     client = FakePlacement({'PGPU': record(1, 0)})
     result = fencer(client).apply('0000:3b:00.0', UUID, state_store.READY,
                                   accelerator())
-    assert result.outcome == fence.UNCHANGED
+    assert result.outcome == fencing.UNCHANGED
     assert [r[0] for r in client.requests] == ['GET']
 
 
@@ -154,7 +166,7 @@ def test_a_conflict_is_reread_and_retried():
     client = FakePlacement({'PGPU': record(1, 0)}, concurrent_writes=2)
     result = fencer(client).apply('0000:3b:00.0', UUID, state_store.READY,
                                   None)
-    assert result.outcome == fence.WRITTEN
+    assert result.outcome == fencing.WRITTEN
     assert client.inventories['PGPU']['reserved'] == 1
     assert [r[0] for r in client.requests] == ['GET', 'PUT'] * 3
 
@@ -163,7 +175,7 @@ def test_endless_conflicts_give_up_after_the_bound():
     client = FakePlacement({'PGPU': record(1, 0)}, concurrent_writes=100)
     result = fencer(client, attempts=3).apply('0000:3b:00.0', UUID,
                                               state_store.READY, None)
-    assert result.outcome == fence.FAILED
+    assert result.outcome == fencing.FAILED
     assert '409' in result.error
     assert len(client.requests) == 6
 
@@ -172,7 +184,7 @@ def test_a_missing_provider_is_not_created():
     client = FakePlacement(None)
     result = fencer(client).apply('0000:3b:00.0', UUID, state_store.READY,
                                   None)
-    assert result.outcome == fence.NO_PROVIDER
+    assert result.outcome == fencing.NO_PROVIDER
     assert [r[0] for r in client.requests] == ['GET']
 
 
@@ -182,7 +194,7 @@ def test_unreachable_placement_is_a_result_not_an_exception():
             raise ks_exc.ConnectFailure('connection refused')
     result = fencer(Down(), attempts=2).apply('0000:3b:00.0', UUID,
                                               state_store.READY, None)
-    assert result.outcome == fence.FAILED
+    assert result.outcome == fencing.FAILED
     assert 'cannot reach Placement' in result.error
 
 
@@ -190,11 +202,11 @@ def test_every_class_of_the_provider_is_considered():
     client = FakePlacement({'PGPU': record(1, 0), 'VGPU': record(4, 0)})
     result = fencer(client).apply('0000:3b:00.0', UUID, state_store.READY,
                                   accelerator())
-    assert result.outcome == fence.WRITTEN
+    assert result.outcome == fencing.WRITTEN
     assert result.reserved == {'PGPU': 0, 'VGPU': 4}
 
 
 def test_result_is_immutable():
-    result = fence.FenceResult('a', UUID, fence.UNCHANGED)
+    result = fencing.FenceResult('a', UUID, fencing.UNCHANGED)
     with pytest.raises(dataclasses.FrozenInstanceError):
-        result.outcome = fence.WRITTEN
+        result.outcome = fencing.WRITTEN

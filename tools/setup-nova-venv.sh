@@ -39,7 +39,8 @@ case "$series" in
     *) echo "$usage" >&2; exit 2 ;;
 esac
 # What Nova's and Placement's functional fixtures need besides Nova.
-harness=(oslotest testtools wsgi-intercept fixtures pytest-timeout)
+harness=(oslotest testtools wsgi-intercept fixtures pytest-timeout
+         pytest-rerunfailures)
 
 # pip, quiet, without warnings about configured index locations that do
 # not exist (as in tools/setup-env.sh).

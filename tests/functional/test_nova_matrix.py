@@ -76,7 +76,7 @@ def test_every_tested_series_has_a_venv_recipe_and_a_tox_env():
 
 def test_tox_and_the_venv_script_pin_the_same_releases():
     harness = {'pytest>=8.0', 'oslotest', 'testtools', 'wsgi-intercept',
-               'fixtures', 'pytest-timeout'}
+               'fixtures', 'pytest-timeout', 'pytest-rerunfailures'}
     tox = tox_pins()
     for series, pins in venv_pins().items():
         assert set(tox[series]) - harness == set(pins), series

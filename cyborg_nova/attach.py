@@ -283,16 +283,7 @@ class PciHostdev:
         return guest_xml.pci_hostdev_xml(unit)
 
     def in_domain(self, domain: ElementTree.Element, unit: str) -> bool:
-        return hostdev_in_domain(domain, unit)
-
-
-# The domain helpers live with the device XML, in cyborg_drivers (the
-# privileged helper uses them too); their names here stay for callers.
-hostdev_in_domain = guest_xml.hostdev_in_domain
-hotplug_flags = guest_xml.hotplug_flags
-where_attached = guest_xml.where_attached
-libvirt_reason = guest_xml.libvirt_reason
-_domain_xml = guest_xml.domain_xml
+        return guest_xml.hostdev_in_domain(domain, unit)
 
 
 def _import_libvirt():
@@ -335,7 +326,7 @@ def is_permission_error(libvirt, exc) -> bool:
                 getattr(libvirt, 'VIR_ERR_AUTH_UNAVAILABLE', -1),
                 libvirt.VIR_ERR_OPERATION_DENIED):
         return True
-    return 'Permission denied' in libvirt_reason(exc)
+    return 'Permission denied' in guest_xml.libvirt_reason(exc)
 
 
 def wait_gone(present: Callable[[str], bool], units: list[str],
@@ -410,12 +401,12 @@ class LibvirtGuest:
 
     def _where(self, unit: str) -> int:
         try:
-            return where_attached(
+            return guest_xml.where_attached(
                 self.libvirt, self.dom,
                 lambda root: self.strategy.in_domain(root, unit))
         except self.libvirt.libvirtError as exc:
             raise AttachError('cannot read the domain of instance %s: %s'
-                              % (self.server, libvirt_reason(exc)))
+                              % (self.server, guest_xml.libvirt_reason(exc)))
 
     def present(self, unit: str) -> bool:
         """Whether ``unit``'s device is in the guest or its definition."""
@@ -431,10 +422,10 @@ class LibvirtGuest:
         """
         xml = self.strategy.device_xml(unit)
         try:
-            self.dom.attachDeviceFlags(xml, hotplug_flags(self.libvirt,
-                                                          self.dom))
+            self.dom.attachDeviceFlags(
+                xml, guest_xml.hotplug_flags(self.libvirt, self.dom))
         except self.libvirt.libvirtError as exc:
-            raise AttachError(libvirt_reason(exc))
+            raise AttachError(guest_xml.libvirt_reason(exc))
 
     def detach_and_wait(self, units: list[str], timeout: float
                         ) -> RemovalWait:
@@ -464,7 +455,8 @@ class LibvirtGuest:
                     removed, None)
             except libvirt.libvirtError as exc:
                 LOG.warning('No device-removed events (%s): polling the '
-                            'domain XML instead', libvirt_reason(exc))
+                            'domain XML instead',
+                            guest_xml.libvirt_reason(exc))
         try:
             live = 0
             for unit in units:
@@ -476,7 +468,7 @@ class LibvirtGuest:
                 except libvirt.libvirtError as exc:
                     raise AttachError(
                         'libvirt refused to detach %s from instance %s: %s'
-                        % (unit, self.server, libvirt_reason(exc)))
+                        % (unit, self.server, guest_xml.libvirt_reason(exc)))
             how = wait_gone(self.present, units, timeout, started,
                             self.server, woken)
             # The guest let go; let the events of that reach the log.
@@ -559,10 +551,10 @@ def open_guest(uri: str, server: str,
     except libvirt.libvirtError as exc:
         if strategy is None and is_permission_error(libvirt, exc):
             LOG.info('Cannot open %s (%s): using the libvirt_hotplug '
-                     'privsep daemon', uri, libvirt_reason(exc))
+                     'privsep daemon', uri, guest_xml.libvirt_reason(exc))
             return PrivsepGuest(server)
         raise AttachError('cannot connect to libvirt at %s: %s'
-                          % (uri, libvirt_reason(exc)))
+                          % (uri, guest_xml.libvirt_reason(exc)))
     try:
         dom = conn.lookupByUUIDString(server)
     except libvirt.libvirtError as exc:
@@ -571,7 +563,7 @@ def open_guest(uri: str, server: str,
             raise AttachError('no instance %s on this host (libvirt at %s '
                               'has no such domain)' % (server, uri))
         raise AttachError('cannot look up instance %s: %s'
-                          % (server, libvirt_reason(exc)))
+                          % (server, guest_xml.libvirt_reason(exc)))
     return LibvirtGuest(libvirt, conn, dom, server,
                         strategy or PciHostdev())
 

@@ -26,6 +26,7 @@ from cliff import lister
 
 from cyborg_drivers import base
 from cyborg_drivers import discovery
+from cyborg_drivers import guest_xml
 from cyborg_drivers import loader
 from cyborg_drivers import sysfs
 from cyborg_nova import assignments
@@ -102,7 +103,7 @@ def domain_hostdevs(uri: str) -> dict[str, list[str]]:
         conn = libvirt.open(uri)
     except libvirt.libvirtError as exc:
         raise AuditError('cannot connect to libvirt at %s: %s'
-                         % (uri, attach.libvirt_reason(exc)))
+                         % (uri, guest_xml.libvirt_reason(exc)))
     found = {}
     try:
         for dom in conn.listAllDomains(0):
@@ -112,9 +113,9 @@ def domain_hostdevs(uri: str) -> dict[str, list[str]]:
                 # device hot-plugged live only): both count.
                 if dom.isActive():
                     addresses += audit.hostdev_addresses(
-                        attach._domain_xml(dom, 0))
+                        guest_xml.domain_xml(dom, 0))
                 if dom.isPersistent():
-                    addresses += audit.hostdev_addresses(attach._domain_xml(
+                    addresses += audit.hostdev_addresses(guest_xml.domain_xml(
                         dom, libvirt.VIR_DOMAIN_XML_INACTIVE))
                 found[dom.UUIDString()] = sorted(set(addresses))
             except libvirt.libvirtError as exc:
@@ -123,7 +124,7 @@ def domain_hostdevs(uri: str) -> dict[str, list[str]]:
                 raise
     except libvirt.libvirtError as exc:
         raise AuditError('cannot read the domains of libvirt at %s: %s'
-                         % (uri, attach.libvirt_reason(exc)))
+                         % (uri, guest_xml.libvirt_reason(exc)))
     finally:
         conn.close()
     return found

@@ -22,6 +22,7 @@ the units in the host's store, and every guest's ``<hostdev>`` elements
 
 import collections
 import os
+import time
 import xml.etree.ElementTree as ET
 
 import fixtures
@@ -177,6 +178,23 @@ class MovesTestCase(base.LibvirtAcceleratorTestCase):
                              'the guest of %s on %s does not have its '
                              'units' % (server['id'], host))
         return usage
+
+    def delete(self, server):
+        """Delete ``server``; return once Placement holds nothing of it.
+
+        Nova destroys the instance in its database before its compute
+        deletes the allocations, so the API's 404 can come first (Nova's
+        own ``_delete_and_check_allocations`` waits for the same reason).
+        A compute that is down leaves that to the API, which does it
+        before answering.
+        """
+        self._delete_server(server)
+        for _ in range(400):
+            if not self._get_allocations_by_server_uuid(server['id']):
+                return
+            time.sleep(0.05)
+        self.fail('Placement still holds allocations of deleted server %s'
+                  % server['id'])
 
     def stop_host(self, host):
         """The compute goes down (stopped, and forced down in the API)."""

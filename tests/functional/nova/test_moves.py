@@ -72,7 +72,7 @@ class TestEvacuate(moves.MovesTestCase):
         flavor = self.qat_flavor(2)
         server = self.start_on('host1', flavor)
         server = self._evacuate(server)
-        self._delete_server(server)
+        self.delete(server)
         self.restart_host('host1')
         self.cycle()
         self.assertEqual([], self.units(server))
@@ -274,12 +274,12 @@ class TestInPlace(moves.MovesTestCase):
         self.check()
 
     def test_delete_and_delete_while_the_compute_is_down(self):
-        self._delete_server(self.server)
+        self.delete(self.server)
         self.assertEqual([], self.units(self.server))
         self.check()
         server = self.start_on('host1', self.qat_flavor(2))
         self.stop_host('host1')
-        self._delete_server(server)
+        self.delete(server)
         # Deleted by the API while the compute was down: the host's
         # units are freed once it is back and reconciles with Placement.
         self.assertEqual(2, len(self.units(server)))

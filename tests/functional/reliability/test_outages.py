@@ -138,7 +138,11 @@ def test_reprogramming_through_outages(host, live_placement, programmer):
         point = (method, fragment, nth, patient)
         restarted = threading.Event()
 
-        def restart():
+        def restart(delay=0.0):
+            # Back only once the fencer's first backoff (at most 0.75 s)
+            # is over, so at least two attempts meet the outage however
+            # fast Placement starts on this machine.
+            time.sleep(delay)
             live_placement.start()
             restarted.set()
 
@@ -146,7 +150,8 @@ def test_reprogramming_through_outages(host, live_placement, programmer):
             live_placement.kill()
             if patient:
                 # Back after a moment, as a restarted Placement is.
-                threading.Thread(target=restart).start()
+                threading.Thread(target=restart,
+                                 args=(2 * PATIENT['backoff'],)).start()
         for k, v in (PATIENT if patient else quick).items():
             setattr(programmer.fencer, k, v)
         programmer.client.on('before', method, fragment, kill, nth)

@@ -6,9 +6,15 @@
 #   2. the tests inside Nova's functional harness on every supported Nova
 #      release (NOVA_SERIES below), each in its own pytest process (Nova's
 #      harness may patch eventlet): the newest in .venv, the others each in
-#      a venv of its own (.venv-novaNN, tools/setup-nova-venv.sh),
+#      a venv of its own (.venv-novaNN, tools/setup-nova-venv.sh). They run
+#      in two lanes side by side (each keeps about one core busy), and
+#      each release's output is printed whole once it is done,
 # printing each part's time, and ends with one line adding them up.
 # Extra arguments go to every pytest run (e.g. -x, -k NAME).
+#
+# The run as a whole has RUN_BUDGET seconds (default 80 minutes, inside
+# CI's 90): a suite still running then is stopped and reported as failed,
+# so a hang ends in a report rather than in CI's timeout.
 set -uo pipefail
 # The supported Nova releases, newest first; the newest is the one
 # requirements pin into .venv. tests/functional/test_nova_matrix.py holds
@@ -18,6 +24,7 @@ NOVA_SERIES=(34 33 32 31)
 # Output reaches a pipe unbuffered: a CI log shows how far a run got.
 export PYTHONUNBUFFERED=1
 started=$SECONDS
+budget=${RUN_BUDGET:-4800}
 took() { printf '(%s took %dm%02ds)\n' "$1" $(( ($SECONDS - $2) / 60 )) \
     $(( ($SECONDS - $2) % 60 )); }
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,21 +38,35 @@ cd "$top"
 reports=$(mktemp -d)
 status=0
 
+# What is left of the run's budget, in seconds (at least 1).
+left() {
+    local n=$(( budget - (SECONDS - started) ))
+    echo $(( n > 0 ? n : 1 ))
+}
+
 suite() {
     local name=$1 python=$2
     shift 2
     echo
     echo "== $name"
-    local t0=$SECONDS
+    local t0=$SECONDS rc=0
     # A test that hangs fails after TEST_TIMEOUT seconds with every
-    # thread's stack, and the run goes on: CI's limit is for the whole run.
-    "$python" -m pytest -q -rs -p no:cacheprovider -p no:warnings \
+    # thread's stack, and the run goes on; the suite as a whole stops
+    # when the run's budget is spent.
+    timeout --kill-after=30 "$(left)" \
+        "$python" -m pytest -q -rs -p no:cacheprovider -p no:warnings \
         --timeout="${TEST_TIMEOUT:-900}" \
-        --junitxml="$reports/$name.xml" "$@" || status=1
+        --junitxml="$reports/$name.xml" "$@" || rc=$?
+    if [ $rc = 124 ] || [ $rc = 137 ]; then
+        echo "$name: stopped, the run's budget of ${budget} s is spent"
+    fi
     took "$name" $t0
+    return $rc
 }
 
-suite project "$venv/bin/python" tests --ignore=tests/functional/nova "$@"
+suite project "$venv/bin/python" tests --ignore=tests/functional/nova "$@" \
+    || status=1
+
 # Inside Nova's harness, Nova's own database layer now and then fails a
 # write with "Can't upgrade a READER transaction to a WRITER
 # mid-transaction" (oslo.db; in Nova's frames only: the resource tracker's
@@ -56,23 +77,63 @@ suite project "$venv/bin/python" tests --ignore=tests/functional/nova "$@"
 harness=(-W ignore --reruns 1
          --only-rerun "Can't upgrade a READER transaction to a WRITER")
 newest=${NOVA_SERIES[0]}
-suite "nova$newest" "$venv/bin/python" "${harness[@]}" tests/functional/nova \
-    "$@"
-for series in "${NOVA_SERIES[@]:1}"; do
-    t0=$SECONDS
-    if "$top/tools/setup-nova-venv.sh" "$top/.venv-nova$series" "$series"
-    then
+
+# One Nova release: its venv (the newest is .venv), then its suite.
+nova_suite() {
+    local series=$1 t0=$SECONDS
+    shift
+    if [ "$series" != "$newest" ]; then
+        if ! "$top/tools/setup-nova-venv.sh" "$top/.venv-nova$series" \
+                "$series"; then
+            echo "could not set up the Nova $series venv"
+            return 1
+        fi
         took "nova$series set-up" $t0
-        # The random lifecycle test does its 200 operations on the newest
-        # Nova; 60 on each older one keeps the run within CI's time.
+        # The random lifecycle test does its 200 operations on the
+        # newest Nova; 60 on each older one keeps the run within CI's
+        # time.
         CYBORG_NOVA_LIFECYCLE_OPS=${CYBORG_NOVA_LIFECYCLE_OPS:-60} \
             suite "nova$series" "$top/.venv-nova$series/bin/python" \
             "${harness[@]}" tests/functional/nova "$@"
-    else
-        echo "could not set up the Nova $series venv"
-        status=1
+        return
     fi
+    suite "nova$series" "$venv/bin/python" "${harness[@]}" \
+        tests/functional/nova "$@"
+}
+
+# A lane runs its releases one after another, each into a log of its own
+# (printed whole when the lanes are done) and its exit code beside it.
+lane() {
+    local series
+    for series in "${lane_series[@]}"; do
+        echo "   nova$series started ($(date -u +%H:%M:%S))"
+        nova_suite "$series" "$@" > "$reports/nova$series.log" 2>&1
+        echo $? > "$reports/nova$series.rc"
+        echo "   nova$series finished ($(date -u +%H:%M:%S))"
+    done
+}
+
+echo
+echo "== the Nova releases, in two lanes: ${NOVA_SERIES[*]}"
+t0=$SECONDS
+pids=()
+# The newest (the longest, with 200 random operations) and every other
+# older release in one lane, the rest in the other.
+for start in 0 1; do
+    lane_series=()
+    for (( i = start; i < ${#NOVA_SERIES[@]}; i += 2 )); do
+        lane_series+=("${NOVA_SERIES[$i]}")
+    done
+    lane "$@" &
+    pids+=($!)
 done
+wait "${pids[@]}"
+for series in "${NOVA_SERIES[@]}"; do
+    cat "$reports/nova$series.log"
+    [ "$(cat "$reports/nova$series.rc" 2>/dev/null)" = 0 ] || status=1
+done
+echo
+took "the Nova releases" $t0
 
 echo
 # As root the set-up installs what every test needs: a whole run with a
@@ -83,8 +144,12 @@ if [ "$(id -u)" = 0 ] && [ $# -eq 0 ] && \
         [ -z "${CYBORG_NOVA_ALLOW_SKIPS:-}" ]; then
     strict=(--no-skips)
 fi
-"$venv/bin/python" tools/junit_summary.py "${strict[@]}" \
-    "$reports"/*.xml || status=1
+# Every suite's report, by name: a suite that was stopped left none,
+# which the summary counts as a failure.
+xmls=("$reports/project.xml")
+for series in "${NOVA_SERIES[@]}"; do xmls+=("$reports/nova$series.xml"); done
+"$venv/bin/python" tools/junit_summary.py "${strict[@]}" "${xmls[@]}" \
+    || status=1
 rm -rf "$reports"
 took "the whole run" 0
 exit $status

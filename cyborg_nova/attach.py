@@ -39,28 +39,25 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
-import random
 import threading
 import time
 import uuid as uuid_lib
 from typing import Callable, Iterable, Protocol
 from xml.etree import ElementTree
 
-from keystoneauth1 import exceptions as ks_exc
-
 from cyborg_drivers import device as device_model
 from cyborg_drivers import guest_xml
 from cyborg_nova import assignments as assignments_lib
+from cyborg_nova import placement
 from cyborg_nova import providers
 from cyborg_nova import state as state_store
 
 LOG = logging.getLogger(__name__)
 
-#: consumer_generation needs 1.28; from 1.38 a PUT must carry the
-#: consumer_type, which GET returns from that version on.
-MICROVERSION = '1.38'
 #: Read-modify-write attempts before giving up on a busy consumer.
 CONFLICT_RETRIES = 8
+#: Seconds before the second attempt, doubled before each next one.
+CONFLICT_BACKOFF = 0.02
 #: Nova's default for the kvm and qemu virt types.
 DEFAULT_URI = 'qemu:///system'
 #: Seconds to wait for the guest to release a device.
@@ -70,8 +67,6 @@ DEFAULT_TIMEOUT = 20.0
 POLL_INTERVAL = 1.0
 #: How often it is re-read just after a device-removed event.
 EVENT_RECHECK = 0.05
-
-_GENERATION_CONFLICT = 'placement.concurrent_update'
 
 
 class AttachError(Exception):
@@ -164,41 +159,23 @@ def check_attachable(store: state_store.StateStore, nodename: str,
 Allocations = dict  # {rp uuid: {'resources': {rc: amount}}}
 
 
-def _detail(resp) -> str:
-    try:
-        errors = resp.json()['errors']
-        text = '; '.join(e.get('detail') or e.get('title', '')
-                         for e in errors)
-    except (ValueError, KeyError, TypeError):
-        text = resp.text
-    return ' '.join(text.split())[:400]
-
-
-def _code(resp) -> str | None:
-    try:
-        return resp.json()['errors'][0].get('code')
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
-
-
-def _request(client, method: str, url: str, **kwargs):
-    try:
-        return client.request(url, method, microversion=MICROVERSION,
-                              raise_exc=False, **kwargs)
-    except ks_exc.ClientException as exc:
-        raise AttachError('cannot reach Placement: %s' % exc)
+def _refused(exc: placement.PlacementError) -> AttachError:
+    """``exc`` as one line saying what Placement answered, or that none."""
+    if exc.status is None:
+        return AttachError(str(exc))
+    return AttachError('Placement answered %s to %s %s: %s' % (
+        exc.status, exc.method, exc.url, exc.detail))
 
 
 def read_allocations(client, consumer: str) -> dict:
-    """The consumer's ``GET /allocations/{consumer}`` body (1.38).
+    """The consumer's allocations body (``consumer_allocations``).
 
     :raises AttachError: Placement is unreachable or refused.
     """
-    resp = _request(client, 'GET', '/allocations/%s' % consumer)
-    if resp.status_code != 200:
-        raise AttachError('Placement answered %s to GET /allocations/%s: %s'
-                          % (resp.status_code, consumer, _detail(resp)))
-    return resp.json()
+    try:
+        return placement.Client(client).consumer_allocations(consumer)
+    except placement.PlacementError as exc:
+        raise _refused(exc) from exc
 
 
 def change_allocations(client, consumer: str,
@@ -218,8 +195,7 @@ def change_allocations(client, consumer: str,
     :raises AttachError: the consumer has no allocations, Placement
         refused the change, or conflicts went on ``retries`` times.
     """
-    url = '/allocations/%s' % consumer
-    for attempt in range(retries):
+    def attempt(number: int) -> tuple[dict, Allocations]:
         body = read_allocations(client, consumer)
         if body.get('consumer_generation') is None:
             raise AttachError(
@@ -230,25 +206,31 @@ def change_allocations(client, consumer: str,
         wanted = mutate(copy.deepcopy(current))
         if wanted is None or wanted == current:
             return body, current
-        resp = _request(client, 'PUT', url, json={
+        placement.Client(client).put_consumer_allocations(consumer, {
             'allocations': wanted,
             'consumer_generation': body['consumer_generation'],
             'project_id': body['project_id'],
             'user_id': body['user_id'],
             'consumer_type': body.get('consumer_type', 'INSTANCE'),
         })
-        if resp.status_code == 204:
-            return body, wanted
-        if resp.status_code == 409 and _code(resp) == _GENERATION_CONFLICT:
-            LOG.debug('Consumer %s changed under us (attempt %d): %s',
-                      consumer, attempt + 1, _detail(resp))
-            time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
-            continue
+        return body, wanted
+
+    def conflicted(number: int, exc: placement.PlacementError) -> None:
+        LOG.debug('Consumer %s changed under us (attempt %d): %s',
+                  consumer, number, exc.detail)
+    try:
+        return placement.retry(attempt, retries, CONFLICT_BACKOFF,
+                               after=conflicted)
+    except placement.PlacementError as exc:
+        if exc.conflict:
+            raise AttachError(
+                'the allocations of instance %s kept changing (%d consumer '
+                'generation conflicts); nothing was changed, try again'
+                % (consumer, retries)) from exc
+        if exc.status is None:
+            raise _refused(exc) from exc
         raise AttachError('Placement refused the allocation change of '
-                          'instance %s: %s' % (consumer, _detail(resp)))
-    raise AttachError('the allocations of instance %s kept changing (%d '
-                      'consumer generation conflicts); nothing was changed, '
-                      'try again' % (consumer, retries))
+                          'instance %s: %s' % (consumer, exc.detail)) from exc
 
 
 def _without(rp: str):

@@ -28,19 +28,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import random
 import time
 
 from keystoneauth1 import adapter as ks_adapter
-from keystoneauth1 import exceptions as ks_exc
 
 from cyborg_drivers import device as device_model
+from cyborg_nova import placement
 from cyborg_nova import providers
 
 LOG = logging.getLogger(__name__)
 
-#: reserved may equal total from 1.26 on (before, reserved < total).
-MICROVERSION = '1.26'
 #: The fields of an inventory record a PUT must carry unchanged.
 INVENTORY_FIELDS = ('total', 'reserved', 'min_unit', 'max_unit',
                     'step_size', 'allocation_ratio')
@@ -103,8 +100,9 @@ class FenceResult:
     inventories: dict[str, dict] | None = None
 
 
-class _Retry(Exception):
+def retryable(exc: placement.PlacementError) -> bool:
     """A conflict or a transient failure: read again and retry."""
+    return exc.status is None or exc.status == 409 or exc.server_error
 
 
 class Fencer:
@@ -123,8 +121,14 @@ class Fencer:
         self.client = client
         self.attempts = attempts
         self.backoff = backoff
-        session = getattr(client, 'session', None)
-        self.timeout = getattr(session, 'timeout', None) or timeout
+        self.timeout = timeout
+
+    @property
+    def api(self) -> placement.Client:
+        """The Placement client over :attr:`client`, as it is now."""
+        # Built at each use: a client swapped in after construction (a
+        # test wrapping it to fault requests) is the one used.
+        return placement.Client(self.client, timeout=self.timeout)
 
     def apply(self, address: str, uuid: str, state: str,
               accelerator: device_model.Accelerator | None,
@@ -140,54 +144,34 @@ class Fencer:
             attempt writes from them without reading; a conflict makes
             the next attempt read.
         """
-        error = ''
-        for attempt in range(self.attempts):
-            if attempt:
-                # Jittered, so two writers that collided do not collide
-                # again in lockstep.
-                time.sleep(self.backoff * 2 ** (attempt - 1)
-                           * random.uniform(0.5, 1.5))
-            try:
-                return self._attempt(address, uuid, state, accelerator,
-                                     known if not attempt else None)
-            except _Retry as exc:
-                error = str(exc)
-                LOG.debug('Fencing %s (provider %s), attempt %d: %s',
-                          address, uuid, attempt + 1, error)
-        LOG.warning('Could not fence accelerator %s (provider %s) after %d '
-                    'attempts: %s; it is retried after the next discovery',
-                    address, uuid, self.attempts, error)
-        return FenceResult(address, uuid, FAILED, error=error)
+        def attempt(number: int) -> FenceResult:
+            return self._attempt(address, uuid, state, accelerator,
+                                 known if not number else None)
 
-    def _request(self, method: str, url: str, **kwargs):
+        def failed(number: int, exc: placement.PlacementError) -> None:
+            LOG.debug('Fencing %s (provider %s), attempt %d: %s',
+                      address, uuid, number, exc)
         try:
-            resp = getattr(self.client, method)(
-                url, raise_exc=False, microversion=MICROVERSION,
-                timeout=self.timeout, **kwargs)
-        except ks_exc.ClientException as exc:
-            raise _Retry('cannot reach Placement: %s' % exc)
-        if resp.status_code == 409 or resp.status_code >= 500:
-            raise _Retry('Placement answered %s to %s %s: %s' % (
-                resp.status_code, method.upper(), url, resp.text[:200]))
-        return resp
+            return placement.retry(attempt, self.attempts, self.backoff,
+                                   retry_on=retryable, after=failed)
+        except placement.PlacementError as exc:
+            LOG.warning('Could not fence accelerator %s (provider %s) '
+                        'after %d attempts: %s; it is retried after the '
+                        'next discovery', address, uuid, self.attempts, exc)
+            return FenceResult(address, uuid, FAILED, error=str(exc))
 
     def _attempt(self, address: str, uuid: str, state: str,
                  accelerator: device_model.Accelerator | None,
                  known: tuple[int, dict[str, dict]] | None = None
                  ) -> FenceResult:
-        url = '/resource_providers/%s/inventories' % uuid
         if known is not None:
             generation, inventories = known
             inventories = {rc: dict(r) for rc, r in inventories.items()}
         else:
-            resp = self._request('get', url)
-            if resp.status_code == 404:
-                # Nova has not created it yet, or has removed it: either
-                # way it is Nova's to create, and nothing can land on it.
-                return FenceResult(address, uuid, NO_PROVIDER)
-            if resp.status_code != 200:
-                return self._failed(address, uuid, 'GET', url, resp)
-            body = resp.json()
+            try:
+                body = self.api.provider_inventories(uuid)
+            except placement.PlacementError as exc:
+                return self._refused(address, uuid, exc)
             generation = body['resource_provider_generation']
             inventories = body['inventories']
         changes = plan(inventories, state, accelerator)
@@ -200,13 +184,11 @@ class Fencer:
             record = {k: inventories[rc][k] for k in INVENTORY_FIELDS
                       if k in inventories[rc]}
             record['reserved'] = reserved
-            record['resource_provider_generation'] = generation
-            resp = self._request('put', '%s/%s' % (url, rc), json=record)
-            if resp.status_code == 404:
-                return FenceResult(address, uuid, NO_PROVIDER)
-            if resp.status_code != 200:
-                return self._failed(address, uuid, 'PUT', url, resp)
-            generation = resp.json()['resource_provider_generation']
+            try:
+                generation = self.api.put_provider_inventory(
+                    uuid, rc, record, generation)
+            except placement.PlacementError as exc:
+                return self._refused(address, uuid, exc)
             now[rc] = reserved
             inventories[rc] = dict(inventories[rc], reserved=reserved)
             LOG.info('Accelerator %s: %s reserved %d of %d on provider %s '
@@ -216,10 +198,19 @@ class Fencer:
                            generation=generation, inventories=inventories)
 
     @staticmethod
-    def _failed(address: str, uuid: str, method: str, url: str,
-                resp) -> FenceResult:
-        error = 'Placement answered %s to %s %s: %s' % (
-            resp.status_code, method, url, resp.text[:300])
+    def _refused(address: str, uuid: str,
+                 exc: placement.PlacementError) -> FenceResult:
+        """The result of a request Placement refused.
+
+        :raises placement.PlacementError: ``exc``, when it is worth
+            another attempt.
+        """
+        if exc.not_found:
+            # Nova has not created it yet, or has removed it: either
+            # way it is Nova's to create, and nothing can land on it.
+            return FenceResult(address, uuid, NO_PROVIDER)
+        if retryable(exc):
+            raise exc
         LOG.error('Cannot fence accelerator %s (provider %s): %s', address,
-                  uuid, error)
-        return FenceResult(address, uuid, FAILED, error=error)
+                  uuid, exc)
+        return FenceResult(address, uuid, FAILED, error=str(exc))

@@ -13,23 +13,29 @@
 """What programming reads from Placement, and the trait writes.
 
 Inventory (``reserved``) is written by the agent's
-:class:`~cyborg_nova.fencing.Fencer`, reused as is.
+:class:`~cyborg_nova.fencing.Fencer`, reused as is. The requests are
+:class:`cyborg_nova.placement.Client`'s.
 """
 
 from __future__ import annotations
 
-import random
-import time
-from typing import Callable, Iterable
+from typing import Callable, Iterable, TypeVar
 
-from keystoneauth1 import exceptions as ks_exc
 import os_traits
 
-from cyborg_nova import fencing
+from cyborg_nova import placement
 from cyborg_nova.programming.journal import ProgrammingError
 
 #: Reads and writes tried on conflicts or transient failures.
 ATTEMPTS = 5
+
+T = TypeVar('T')
+
+
+def _retried(exc: placement.PlacementError) -> bool:
+    # A trait this process created may have been deleted since: created
+    # again by the next attempt.
+    return exc.status == 409 or exc.no_such_trait
 
 
 class PlacementOps:
@@ -43,22 +49,29 @@ class PlacementOps:
         self.client = client
         self.attempts = attempts
         self.backoff = backoff
-        session = getattr(client, 'session', None)
-        self.timeout = getattr(session, 'timeout', None) or 10.0
+        #: Seconds per request when ``[placement] timeout`` is unset.
+        self.timeout = 10.0
         self._known_traits: set[str] = set()
 
-    def _call(self, method: str, url: str, **kwargs):
-        try:
-            return getattr(self.client, method)(
-                url, raise_exc=False, microversion=fencing.MICROVERSION,
-                timeout=self.timeout, **kwargs)
-        except ks_exc.ClientException as exc:
-            raise ProgrammingError('cannot reach Placement: %s' % exc)
+    @property
+    def api(self) -> placement.Client:
+        """The Placement client over :attr:`client`, as it is now."""
+        # Built at each use: a client swapped in after construction (a
+        # test wrapping it to fault requests) is the one used.
+        return placement.Client(self.client, timeout=self.timeout)
 
     @staticmethod
-    def _error(resp, method: str, url: str) -> ProgrammingError:
-        return ProgrammingError('Placement answered %s to %s %s: %s' % (
-            resp.status_code, method, url, resp.text[:300]))
+    def _read(read: Callable[[str], T], uuid: str) -> T | None:
+        """``read(uuid)``; None when there is no such provider.
+
+        :raises ProgrammingError: Placement cannot tell.
+        """
+        try:
+            return read(uuid)
+        except placement.PlacementError as exc:
+            if exc.not_found:
+                return None
+            raise ProgrammingError(str(exc)) from exc
 
     def allocations(self, uuid: str) -> tuple[dict, int | None]:
         """Consumers of provider ``uuid`` and its generation.
@@ -67,13 +80,9 @@ class PlacementOps:
 
         :raises ProgrammingError: Placement cannot tell.
         """
-        url = '/resource_providers/%s/allocations' % uuid
-        resp = self._call('get', url)
-        if resp.status_code == 404:
+        body = self._read(self.api.provider_allocations, uuid)
+        if body is None:
             return {}, None
-        if resp.status_code != 200:
-            raise self._error(resp, 'GET', url)
-        body = resp.json()
         return body['allocations'], body['resource_provider_generation']
 
     def traits(self, uuid: str) -> tuple[int, set[str]] | None:
@@ -81,13 +90,9 @@ class PlacementOps:
 
         :raises ProgrammingError: Placement cannot tell.
         """
-        url = '/resource_providers/%s/traits' % uuid
-        resp = self._call('get', url)
-        if resp.status_code == 404:
+        body = self._read(self.api.provider_traits, uuid)
+        if body is None:
             return None
-        if resp.status_code != 200:
-            raise self._error(resp, 'GET', url)
-        body = resp.json()
         return body['resource_provider_generation'], set(body['traits'])
 
     def replace_traits(self, uuid: str, owned: set[str], stale: set[str],
@@ -111,13 +116,9 @@ class PlacementOps:
             attempt writes from it; a conflict makes the next one read.
         :raises ProgrammingError: Placement failed or kept conflicting.
         """
-        url = '/resource_providers/%s/traits' % uuid
-        error = ''
-        for attempt in range(self.attempts):
-            if attempt:
-                time.sleep(self.backoff * 2 ** (attempt - 1)
-                           * random.uniform(0.5, 1.5))
-            found = read if read is not None and not attempt else (
+        def attempt(number: int) -> tuple[set[str], int] | None:
+            nonlocal unchanged_since
+            found = read if read is not None and not number else (
                 self.traits(uuid))
             if found is None:
                 return None
@@ -129,34 +130,46 @@ class PlacementOps:
             if wanted == current:
                 return current, generation
             self.create_traits(wanted - current)
-            resp = self._call('put', url, json={
-                'traits': sorted(wanted),
-                'resource_provider_generation': generation})
-            if resp.status_code == 200:
-                return wanted, resp.json()['resource_provider_generation']
-            if resp.status_code == 404:
+            return self._write_traits(uuid, wanted, generation)
+        try:
+            return placement.retry(attempt, self.attempts, self.backoff,
+                                   retry_on=_retried)
+        except placement.PlacementError as exc:
+            if not _retried(exc):
+                raise ProgrammingError(str(exc)) from exc
+            raise ProgrammingError(
+                'traits of provider %s kept conflicting after %d attempts: '
+                '%s' % (uuid, self.attempts,
+                        exc.text[:placement.QUOTED])) from exc
+
+    def _write_traits(self, uuid: str, wanted: set[str], generation: int
+                      ) -> tuple[set[str], int] | None:
+        """PUT ``wanted``; None when there is no such provider.
+
+        :raises placement.PlacementError: any other refusal.
+        """
+        try:
+            return wanted, self.api.put_provider_traits(
+                uuid, wanted, generation)
+        except placement.PlacementError as exc:
+            if exc.not_found:
                 return None
-            if resp.status_code == 400 and 'No such trait' in resp.text:
-                # Deleted since this process created it: again.
+            if exc.no_such_trait:
                 self._known_traits.clear()
-            elif resp.status_code != 409:
-                raise self._error(resp, 'PUT', url)
-            error = resp.text[:300]
-        raise ProgrammingError('traits of provider %s kept conflicting '
-                               'after %d attempts: %s'
-                               % (uuid, self.attempts, error))
+            raise
 
     def create_traits(self, names: Iterable[str]) -> None:
-        """Create the custom traits among ``names`` (PUT /traits/{name}).
+        """Create the custom traits among ``names`` (``ensure_traits``).
 
         Trait definitions are never deleted, so those this process
         created or found are remembered and not created again.
+
+        :raises ProgrammingError: Placement refused or cannot be reached.
         """
-        for name in sorted(names):
-            if not os_traits.is_custom(name) or name in self._known_traits:
-                continue
-            url = '/traits/%s' % name
-            resp = self._call('put', url)
-            if resp.status_code not in (201, 204):
-                raise self._error(resp, 'PUT', url)
-            self._known_traits.add(name)
+        new = sorted(name for name in names if os_traits.is_custom(name)
+                     and name not in self._known_traits)
+        try:
+            self.api.ensure_traits(new)
+        except placement.PlacementError as exc:
+            raise ProgrammingError(str(exc)) from exc
+        self._known_traits.update(new)

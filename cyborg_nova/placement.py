@@ -398,14 +398,6 @@ def from_args(args: argparse.Namespace) -> ks_adapter.Adapter:
                               default_microversion=MICROVERSION)
 
 
-def get(client: ks_adapter.Adapter, url: str) -> dict:
-    """GET ``url`` and return the JSON body.
-
-    :raises PlacementError: Placement is unreachable or answered an error.
-    """
-    return Client(client).read(url)
-
-
 # -- the provider tree (``cyborg-nova tree``) ---------------------------------
 
 def provider_tree(client: ks_adapter.Adapter,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import sys
 import time
-import urllib.parse
 
 from cliff import lister
 
@@ -60,27 +59,30 @@ def node_providers(client, nodename: str) -> dict[str, str]:
     :raises AuditError: Placement has no compute node of that name.
     :raises placement.PlacementError: Placement is unreachable.
     """
-    roots = placement.get(client, '/resource_providers?name=%s'
-                          % urllib.parse.quote(nodename, safe=''))
-    if not roots['resource_providers']:
+    api = placement.Client(client)
+    roots = api.providers(name=nodename)
+    if not roots:
         raise AuditError(
             'no compute node %r in Placement; --nodename is nova-compute\'s '
             'hypervisor hostname (default: this host\'s name)' % nodename)
-    root = roots['resource_providers'][0]['uuid']
+    root = roots[0]['uuid']
     prefix = nodename + providers_lib.NAME_INFIX
     return {rp['uuid']: rp['name'][len(prefix):]
-            for rp in placement.get(client, '/resource_providers?in_tree=%s'
-                                    % root)['resource_providers']
+            for rp in api.providers(in_tree=root)
             if rp['parent_provider_uuid'] == root
             and rp['name'].startswith(prefix)}
 
 
 def provider_allocations(client, rp_uuids) -> dict[str, dict[str, int]]:
-    """{provider: {consumer: amount}}, as Nova's report client sums it."""
+    """{provider: {consumer: amount}}, as Nova's report client sums it.
+
+    :raises placement.PlacementError: Placement is unreachable or
+        refused.
+    """
+    api = placement.Client(client)
     found = {}
     for rp in rp_uuids:
-        body = placement.get(client, '/resource_providers/%s/allocations'
-                             % rp)
+        body = api.provider_allocations(rp)
         found[rp] = {consumer: sum(alloc.get('resources', {}).values())
                      for consumer, alloc in body['allocations'].items()}
     return found

@@ -45,14 +45,15 @@ def placement_client(app, parsed_args):
 
 
 def allocations_lookup(client):
-    """``rp_uuid -> {consumer: allocation}``, {} if no such provider."""
+    """``rp_uuid -> {consumer: allocation}``, {} if no such provider.
+
+    None when Placement cannot tell.
+    """
+    api = placement.Client(client)
+
     def lookup(rp_uuid):
         try:
-            return placement.get(
-                client, '/resource_providers/%s/allocations' % rp_uuid
-            )['allocations']
+            return api.provider_allocations(rp_uuid)['allocations']
         except placement.PlacementError as exc:
-            if 'answered 404' in str(exc):
-                return {}
-            return None
+            return {} if exc.not_found else None
     return lookup

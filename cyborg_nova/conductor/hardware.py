@@ -37,9 +37,9 @@ import uuid as uuid_lib
 
 import jsonschema
 from keystoneauth1 import adapter as ks_adapter
-from keystoneauth1 import exceptions as ks_exc
 
 from cyborg_nova.conductor import db
+from cyborg_nova import placement as placement_client
 
 LOG = logging.getLogger(__name__)
 
@@ -186,26 +186,16 @@ class Collector:
         except ValueError:
             # Not a uuid: cannot be a provider, and is not put in a URL.
             return None
-        kwargs = {}
-        if self.placement.session.timeout is None:
-            # An unset [placement] timeout would let a hung Placement
-            # hold the request forever.
-            kwargs['timeout'] = self.timeout
-        url = '/resource_providers/%s/usages' % provider
+        # A hung Placement is bounded by the agents' timeout when
+        # [placement] timeout is unset.
+        client = placement_client.Client(self.placement,
+                                         timeout=self.timeout)
         try:
-            resp = self.placement.get(url, raise_exc=False, **kwargs)
-        except ks_exc.ClientException as exc:
-            raise AgentError('cannot reach Placement: %s' % exc)
-        if resp.status_code == 404:
-            return None
-        if resp.status_code != 200:
-            raise AgentError('Placement answered %s to GET %s: %s' % (
-                resp.status_code, url, resp.text[:200]))
-        try:
-            return resp.json()['usages']
-        except (ValueError, KeyError, TypeError) as exc:
-            raise AgentError('Placement answered GET %s with no usages: '
-                             '%r' % (url, exc))
+            return client.provider_usages(provider)
+        except placement_client.PlacementError as exc:
+            if exc.not_found:
+                return None
+            raise AgentError(str(exc)) from exc
 
     def _host(self, agent: db.Agent, placement_down: list
               ) -> tuple[list[dict], list[str]]:

@@ -176,7 +176,11 @@ def test_missing_and_found_again(store):
 def test_older_store_gains_new_columns(tmp_path):
     path = str(tmp_path / 'old.sqlite')
     db = sqlite3.connect(path)
-    db.execute(state._SCHEMA)
+    # The devices table as the first release created it.
+    db.execute('CREATE TABLE devices (nodename TEXT NOT NULL, address TEXT '
+               "NOT NULL, state TEXT NOT NULL, reason TEXT, owned_traits "
+               "TEXT NOT NULL DEFAULT '[]', created_at REAL NOT NULL, "
+               'updated_at REAL NOT NULL, PRIMARY KEY (nodename, address))')
     db.execute("INSERT INTO devices (nodename, address, state, created_at, "
                "updated_at) VALUES ('cn1', '0000:3b:00.0', 'ready', 0, 0)")
     db.commit()

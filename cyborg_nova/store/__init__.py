@@ -1,0 +1,43 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+
+"""The host's state store: one SQLite file in WAL mode, and its schema.
+
+nova-compute (the virt driver extension), the agent and the
+``cyborg-nova`` command on one host share it (``[cyborg_nova]
+state_path``). This package opens it and owns its schema and the
+migrations of that schema.
+
+* :mod:`.database`: opening the store (the file created 0600, WAL mode,
+  the schema migrated), one connection per operation;
+* :mod:`.migrations`: the numbered schema steps, recorded in ``PRAGMA
+  user_version`` (why not alembic: there);
+* :mod:`.devices`: :class:`StateStore`, what callers open: device
+  states, installed drivers and VF counts.
+
+The conductor-lite's own database (:mod:`cyborg_nova.conductor.db`, on
+oslo.db) is another matter, not this store.
+"""
+
+from cyborg_nova.store.devices import DeviceState  # noqa: F401
+from cyborg_nova.store.devices import FAILED  # noqa: F401
+from cyborg_nova.store.devices import HELD  # noqa: F401
+from cyborg_nova.store.devices import identity_of  # noqa: F401
+from cyborg_nova.store.devices import INACTIVE  # noqa: F401
+from cyborg_nova.store.devices import InvalidState  # noqa: F401
+from cyborg_nova.store.devices import PROGRAMMING  # noqa: F401
+from cyborg_nova.store.devices import READY  # noqa: F401
+from cyborg_nova.store.devices import STATES  # noqa: F401
+from cyborg_nova.store.devices import StateStore  # noqa: F401
+from cyborg_nova.store.devices import UNHEALTHY  # noqa: F401
+from cyborg_nova.store.migrations import StoreTooNew  # noqa: F401

@@ -37,33 +37,14 @@ import time
 from typing import Callable, Iterable
 
 from cyborg_nova import state as state_store
+# A row of the unit table; callers know it as assignments.Assignment.
+from cyborg_nova.store.units import Assignment
 
 LOG = logging.getLogger(__name__)
-
-_TABLE = 'unit_assignments'
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS unit_assignments (
-    provider TEXT NOT NULL,
-    unit TEXT NOT NULL,
-    consumer TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    PRIMARY KEY (provider, unit)
-)
-"""
-_INDEX = ('CREATE INDEX IF NOT EXISTS unit_assignments_consumer '
-          'ON unit_assignments (consumer)')
 
 
 class NoFreeUnits(Exception):
     """The provider has fewer free units than the allocation asks for."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Assignment:
-    unit: str
-    consumer: str
-    provider: str
-    created_at: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,38 +85,16 @@ class Reconciled:
         return bool(self.released or self.moved)
 
 
-def _migrate_v1(db) -> None:
-    """Rows of the first schema (keyed by nodename) into the new table.
-
-    The provider uuid already names the node, so the rows carry over
-    unchanged otherwise.
-    """
-    have = {row[0] for row in db.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if 'assignments' not in have:
-        return
-    db.execute('INSERT OR IGNORE INTO unit_assignments (provider, unit, '
-               'consumer, created_at) SELECT provider, unit, consumer, '
-               'created_at FROM assignments')
-    db.execute('DROP TABLE assignments')
-
-
 class Assignments:
     """Assignments kept in the host's state store."""
 
     def __init__(self, store: state_store.StateStore) -> None:
         self.store = store
-        with store._transaction() as db:
-            db.execute(_SCHEMA)
-            db.execute(_INDEX)
-            _migrate_v1(db)
+        self._units = store.units
 
     def all(self) -> list[Assignment]:
         """Every row, ordered by provider and unit."""
-        with self.store._connect() as db:
-            return [Assignment(*row) for row in db.execute(
-                'SELECT unit, consumer, provider, created_at FROM '
-                'unit_assignments ORDER BY provider, unit')]
+        return self._units.all()
 
     def of_consumer(self, consumer: str,
                     providers: Iterable[str] | None = None
@@ -147,20 +106,13 @@ class Assignments:
         """
         wanted = None if providers is None else set(providers)
         held: dict[str, list[str]] = {}
-        with self.store._connect() as db:
-            for provider, unit in db.execute(
-                    'SELECT provider, unit FROM unit_assignments WHERE '
-                    'consumer = ? ORDER BY unit', (consumer,)):
-                if wanted is None or provider in wanted:
-                    held.setdefault(provider, []).append(unit)
+        for row in self._units.of_consumer(consumer):
+            if wanted is None or row.provider in wanted:
+                held.setdefault(row.provider, []).append(row.unit)
         return held
 
     def of_provider(self, provider: str) -> list[Assignment]:
-        with self.store._connect() as db:
-            return [Assignment(*row) for row in db.execute(
-                'SELECT unit, consumer, provider, created_at FROM '
-                'unit_assignments WHERE provider = ? ORDER BY unit',
-                (provider,))]
+        return self._units.of_provider(provider)
 
     def assign(self, consumer: str, provider: str,
                candidates: Iterable[str], count: int) -> list[str]:
@@ -178,10 +130,9 @@ class Assignments:
         candidates = list(candidates)
         if not candidates:
             raise NoFreeUnits('provider %s has no units' % provider)
-        with self.store._transaction() as db:
-            taken = dict(db.execute(
-                'SELECT unit, consumer FROM unit_assignments '
-                'WHERE provider = ?', (provider,)))
+        # One transaction: the units seen free are still free when taken.
+        with self._units.change() as table:
+            taken = table.holders(provider)
             mine = sorted(u for u, c in taken.items() if c == consumer)
             if len(mine) >= count:
                 return mine[:count]
@@ -192,11 +143,7 @@ class Assignments:
                     '%d unit(s) of provider %s asked for %s, %d free'
                     % (count, provider, consumer, len(free) + len(mine)))
             new = free[:need]
-            now = time.time()
-            db.executemany(
-                'INSERT INTO unit_assignments (provider, unit, consumer, '
-                'created_at) VALUES (?, ?, ?, ?)',
-                [(provider, u, consumer, now) for u in new])
+            table.add(provider, consumer, new, time.time())
         return mine + new
 
     def trim(self, consumer: str, provider: str, count: int) -> list[str]:
@@ -204,11 +151,8 @@ class Assignments:
         held = self.of_consumer(consumer, [provider]).get(provider, [])
         extra = held[count:]
         if extra:
-            with self.store._transaction() as db:
-                db.executemany(
-                    'DELETE FROM unit_assignments WHERE provider = ? AND '
-                    'unit = ? AND consumer = ?',
-                    [(provider, u, consumer) for u in extra])
+            with self._units.change() as table:
+                table.remove(consumer, [provider], units=extra)
         return extra
 
     def release(self, consumer: str, provider: str | None = None,
@@ -222,22 +166,13 @@ class Assignments:
             a decision taken on an older read of Placement never frees a
             unit assigned since.
         """
-        query = 'DELETE FROM unit_assignments WHERE consumer = ?'
-        args: list = [consumer]
         only = [provider] if provider is not None else (
             None if providers is None else list(providers))
-        if only is not None:
-            if not only:
-                return 0
-            query += ' AND provider IN (%s)' % ','.join('?' * len(only))
-            args.extend(only)
-        if created_before is not None:
-            query += ' AND created_at < ?'
-            args.append(created_before)
-        with self.store._transaction() as db:
-            # Only constant clauses and '?' placeholders are formatted
-            # into the query; every value is bound.
-            return db.execute(query, args).rowcount  # nosec B608
+        if only == []:
+            return 0
+        with self._units.change() as table:
+            return table.remove(consumer, only,
+                                created_before=created_before)
 
     def move(self, source: str, dest: str,
              providers: Iterable[str] | None = None) -> int:
@@ -252,14 +187,10 @@ class Assignments:
         if not held:
             return 0
         moved = 0
-        with self.store._transaction() as db:
-            for provider, units in held.items():
-                db.execute('DELETE FROM unit_assignments WHERE provider = ? '
-                           'AND consumer = ?', (provider, dest))
-                moved += db.execute(
-                    'UPDATE unit_assignments SET consumer = ? WHERE '
-                    'provider = ? AND consumer = ?',
-                    (dest, provider, source)).rowcount
+        with self._units.change() as table:
+            for provider in held:
+                table.remove(dest, [provider])
+                moved += table.reassign(provider, source, dest)
         return moved
 
     def reconcile(self, provider: str, holders: dict[str, int],

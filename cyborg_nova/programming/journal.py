@@ -23,11 +23,10 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import os
-import sqlite3
 import time
-from typing import Iterable
 
 from cyborg_nova import state as state_store
+from cyborg_nova.store import jobs as job_table
 
 # Steps, in order; each is journaled when reached.
 CREATED = 'created'
@@ -48,39 +47,13 @@ STEPS = (CREATED, FENCING, FENCED, CHECKED, PROGRAMMING, PROGRAMMED,
          VERIFIED, TRAITS_SWAPPED, UNFENCING, DONE, FAILING, FAILED_STEP,
          ROLLING_BACK, ROLLED_BACK)
 
-# Job statuses.
-RUNNING = 'running'
+# Job statuses. The store knows the first: a device may have one running
+# job at a time.
+RUNNING = job_table.RUNNING
 SUCCEEDED = 'succeeded'
 FAILED = 'failed'
 REFUSED = 'refused'
 STATUSES = (RUNNING, SUCCEEDED, FAILED, REFUSED)
-
-_SCHEMA = (
-    """CREATE TABLE IF NOT EXISTS program_jobs (
-        id TEXT PRIMARY KEY, nodename TEXT NOT NULL, address TEXT NOT NULL,
-        provider TEXT NOT NULL, driver TEXT NOT NULL, region TEXT NOT NULL,
-        bitstream TEXT NOT NULL, kind TEXT NOT NULL,
-        interface_id TEXT NOT NULL, function_id TEXT NOT NULL,
-        old_function_id TEXT, prev_state TEXT NOT NULL, prev_reason TEXT,
-        target_state TEXT NOT NULL, step TEXT NOT NULL,
-        status TEXT NOT NULL, error TEXT,
-        attempts INTEGER NOT NULL DEFAULT 0, owner TEXT,
-        created_at REAL NOT NULL, updated_at REAL NOT NULL,
-        finished_at REAL, consumer TEXT)""",
-    # One running job per device, whichever process starts it.
-    """CREATE UNIQUE INDEX IF NOT EXISTS program_jobs_running
-        ON program_jobs (nodename, address) WHERE status = 'running'""",
-    """CREATE TABLE IF NOT EXISTS program_steps (
-        job TEXT NOT NULL, step TEXT NOT NULL, at REAL NOT NULL,
-        detail TEXT)""",
-    """CREATE INDEX IF NOT EXISTS program_steps_job
-        ON program_steps (job)""",
-)
-_COLUMNS = ('id', 'nodename', 'address', 'provider', 'driver', 'region',
-            'bitstream', 'kind', 'interface_id', 'function_id',
-            'old_function_id', 'prev_state', 'prev_reason', 'target_state',
-            'step', 'status', 'error', 'attempts', 'owner', 'created_at',
-            'updated_at', 'finished_at', 'consumer')
 
 
 class ProgrammingError(Exception):
@@ -165,95 +138,55 @@ class Journal:
 
     def __init__(self, store: state_store.StateStore) -> None:
         self.store = store
-        with store._connect() as db:
-            for statement in _SCHEMA:
-                db.execute(statement)
+        self._jobs = store.jobs
 
     def create(self, job: Job) -> None:
         """Record a new running job.
 
         :raises Refused: the device already has a running job (409).
         """
-        with self.store._transaction() as db:
-            try:
-                # Column names of this module and '?' placeholders only.
-                db.execute('INSERT INTO program_jobs '  # nosec B608
-                           '(%s) VALUES (%s)' % (
-                               ', '.join(_COLUMNS),
-                               ', '.join('?' * len(_COLUMNS))),
-                           [getattr(job, c) for c in _COLUMNS])
-            except sqlite3.IntegrityError:
-                active = self.active(job.nodename, job.address)
-                if active is None:
-                    raise Refused(409, 'job %s exists already' % job.id)
-                raise Refused(409, '%s is being programmed by job %s'
-                              % (job.address, active.id))
-            db.execute('INSERT INTO program_steps VALUES (?, ?, ?, ?)',
-                       (job.id, job.step, job.created_at, None))
+        try:
+            self._jobs.insert({c: getattr(job, c)
+                               for c in job_table.COLUMNS})
+        except job_table.DuplicateJob as exc:
+            if exc.running is None:
+                raise Refused(409, 'job %s exists already' % job.id)
+            raise Refused(409, '%s is being programmed by job %s'
+                          % (job.address, exc.running))
 
     def step(self, job: Job, step: str, detail: str | None = None,
              **fields) -> Job:
-        """Journal ``step`` (and column changes); the updated job."""
+        """Journal ``step`` (and column changes); the updated job.
+
+        :raises ValueError: a field is not a column of a job.
+        """
         now = time.time()
         fields.update(step=step, updated_at=now)
         if fields.get('status', RUNNING) != RUNNING:
             fields['finished_at'] = now
-        unknown = set(fields) - set(_COLUMNS)
-        if unknown:
-            raise ValueError('not columns of a job: %s'
-                             % ', '.join(sorted(unknown)))
-        with self.store._transaction() as db:
-            # Checked column names; the values are bound.
-            db.execute('UPDATE program_jobs SET %s '  # nosec B608
-                       'WHERE id = ?' % ', '.join(
-                           '%s = ?' % k for k in fields),
-                       [*fields.values(), job.id])
-            db.execute('INSERT INTO program_steps VALUES (?, ?, ?, ?)',
-                       (job.id, step, now, detail))
+        self._jobs.update(job.id, fields, detail)
         return dataclasses.replace(
             job, steps=job.steps + ((step, now, detail),), **fields)
 
-    def _select(self, where: str, args: Iterable, steps: bool = False,
-                suffix: str = '') -> list[Job]:
-        with self.store._connect() as db:
-            # ``where`` and ``suffix`` are this module's own SQL with '?'
-            # placeholders; the values are bound.
-            rows = db.execute('SELECT %s FROM program_jobs '  # nosec B608
-                              'WHERE %s %s' % (
-                                  ', '.join(_COLUMNS), where, suffix),
-                              list(args)).fetchall()
-            jobs = [Job(*row) for row in rows]
-            if steps:
-                jobs = [dataclasses.replace(job, steps=tuple(db.execute(
-                    'SELECT step, at, detail FROM program_steps WHERE '
-                    'job = ? ORDER BY rowid', (job.id,)).fetchall()))
-                    for job in jobs]
-        return jobs
-
     def get(self, job_id: str) -> Job | None:
-        found = self._select('id = ?', (job_id,), steps=True)
-        return found[0] if found else None
+        found = self._jobs.get(job_id)
+        if found is None:
+            return None
+        row, steps = found
+        return Job(**row, steps=tuple(steps))
 
     def active(self, nodename: str, address: str) -> Job | None:
-        found = self._select('nodename = ? AND address = ? AND status = ?',
-                             (nodename, address, RUNNING))
-        return found[0] if found else None
+        row = self._jobs.running(nodename, address)
+        return None if row is None else Job(**row)
 
     def unfinished(self) -> list[Job]:
-        return self._select('status = ?', (RUNNING,),
-                            suffix='ORDER BY created_at')
+        return [Job(**row) for row in self._jobs.unfinished()]
 
     def jobs(self, nodename: str | None = None, address: str | None = None,
              limit: int = 50) -> list[Job]:
         """The latest jobs, newest first."""
-        where, args = ['1 = 1'], []
-        for column, value in (('nodename', nodename), ('address', address)):
-            if value is not None:
-                where.append('%s = ?' % column)
-                args.append(value)
-        return self._select(' AND '.join(where), args,
-                            suffix='ORDER BY created_at DESC LIMIT %d'
-                            % int(limit))
+        return [Job(**row)
+                for row in self._jobs.latest(nodename, address, limit)]
 
 
 class JobLock:

@@ -15,15 +15,21 @@
 
 nova-compute (the virt driver extension), the agent and the
 ``cyborg-nova`` command on one host share it (``[cyborg_nova]
-state_path``). This package opens it and owns its schema and the
-migrations of that schema.
+state_path``). This package is the only code that connects to it: it
+owns the schema, its migrations and every SQL statement run against it;
+the rest of the project calls its table API.
 
 * :mod:`.database`: opening the store (the file created 0600, WAL mode,
   the schema migrated), one connection per operation;
 * :mod:`.migrations`: the numbered schema steps, recorded in ``PRAGMA
   user_version`` (why not alembic: there);
 * :mod:`.devices`: :class:`StateStore`, what callers open: device
-  states, installed drivers and VF counts.
+  states, installed drivers and VF counts;
+* :mod:`.units`: which PCI functions serve which Placement allocation
+  (``StateStore.units``; the rules are :mod:`cyborg_nova.assignments`);
+* :mod:`.jobs`: the programming journal's jobs and steps
+  (``StateStore.jobs``; the rules are
+  :mod:`cyborg_nova.programming.journal`).
 
 The conductor-lite's own database (:mod:`cyborg_nova.conductor.db`, on
 oslo.db) is another matter, not this store.

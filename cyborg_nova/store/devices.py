@@ -17,7 +17,9 @@
 the ``reserved`` value its provider gets, the traits this project last
 set on the provider (so it removes only traits it owns), the drivers the
 operator installed or uninstalled, and the VF count the operator set on
-each SR-IOV PF (which the kernel forgets at every boot).
+each SR-IOV PF (which the kernel forgets at every boot). The unit table
+(:attr:`StateStore.units`) and the programming journal's tables
+(:attr:`StateStore.jobs`) are reached through it.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import time
 from typing import Iterable
 
 from cyborg_nova.store import database
+from cyborg_nova.store import jobs
+from cyborg_nova.store import units
 
 INACTIVE = 'inactive'
 READY = 'ready'
@@ -71,6 +75,13 @@ class StateStore(database.Database):
     :raises OSError: the directory or the file cannot be created.
     :raises StoreTooNew: the store was written by a later release.
     """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(path)
+        #: Which PCI functions serve which Placement allocation.
+        self.units = units.UnitTable(self)
+        #: The programming journal's jobs and steps.
+        self.jobs = jobs.JobTable(self)
 
     @staticmethod
     def _row(row) -> DeviceState:

@@ -14,6 +14,7 @@
 
 import concurrent.futures
 import multiprocessing
+import sqlite3
 import time
 
 import pytest
@@ -179,17 +180,21 @@ def test_reconcile_after_a_same_host_revert_gives_the_old_units_back(
 
 
 def test_rows_of_the_first_schema_carry_over(store_path):
-    store = state.StateStore(store_path)
-    with store._transaction() as db:
-        db.execute('CREATE TABLE assignments (nodename TEXT NOT NULL, '
-                   'unit TEXT NOT NULL, consumer TEXT NOT NULL, provider '
-                   'TEXT NOT NULL, created_at REAL NOT NULL, PRIMARY KEY '
-                   '(nodename, unit))')
-        db.execute("INSERT INTO assignments VALUES ('cn1', ?, 'vm1', ?, 1)",
-                   (VFS[0], PF))
-    a = assignments.Assignments(store)
+    # The first unit table, left by an earlier release: opening the store
+    # converts it (the store's first migration).
+    db = sqlite3.connect(store_path)
+    db.execute('CREATE TABLE assignments (nodename TEXT NOT NULL, '
+               'unit TEXT NOT NULL, consumer TEXT NOT NULL, provider '
+               'TEXT NOT NULL, created_at REAL NOT NULL, PRIMARY KEY '
+               '(nodename, unit))')
+    db.execute("INSERT INTO assignments VALUES ('cn1', ?, 'vm1', ?, 1)",
+               (VFS[0], PF))
+    db.commit()
+    db.close()
+    a = assignments.Assignments(state.StateStore(store_path))
     assert a.of_consumer('vm1') == {PF: VFS[:1]}
-    with store._connect() as db:
-        tables = {r[0] for r in db.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    db = sqlite3.connect(store_path)
+    tables = {r[0] for r in db.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    db.close()
     assert 'assignments' not in tables

@@ -1,0 +1,136 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+
+"""The unit table: which PCI function serves which Placement consumer.
+
+Rows are keyed ``(provider, unit)``; :mod:`cyborg_nova.assignments`
+decides which rows to write. Reads open a connection each; writes that
+must see and change the table at once go through :meth:`UnitTable.change`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sqlite3
+from typing import Iterator, Sequence
+
+from cyborg_nova.store import database
+
+_SELECT = 'SELECT unit, consumer, provider, created_at FROM unit_assignments'
+
+
+@dataclasses.dataclass(frozen=True)
+class Assignment:
+    """One row: ``unit`` of ``provider`` serves ``consumer``."""
+
+    unit: str
+    consumer: str
+    provider: str
+    created_at: float = 0.0
+
+
+class UnitTable:
+    """The ``unit_assignments`` table of ``store``."""
+
+    def __init__(self, store: database.Database) -> None:
+        self._store = store
+
+    def all(self) -> list[Assignment]:
+        """Every row, ordered by provider and unit."""
+        return self._select('ORDER BY provider, unit', ())
+
+    def of_provider(self, provider: str) -> list[Assignment]:
+        """The rows of ``provider``, ordered by unit."""
+        return self._select('WHERE provider = ? ORDER BY unit', (provider,))
+
+    def of_consumer(self, consumer: str) -> list[Assignment]:
+        """The rows of ``consumer``, ordered by unit."""
+        return self._select('WHERE consumer = ? ORDER BY unit', (consumer,))
+
+    def _select(self, clause: str, args: Sequence) -> list[Assignment]:
+        with self._store._connect() as db:
+            # ``clause`` is one of the constants above; values are bound.
+            return [Assignment(*row) for row in db.execute(
+                '%s %s' % (_SELECT, clause), args)]
+
+    @contextlib.contextmanager
+    def change(self) -> Iterator[UnitChange]:
+        """One write transaction; the table as it sees it.
+
+        Holds the store's write lock until the block ends: what it reads
+        cannot change before what it writes is committed. An exception
+        out of the block rolls everything back.
+        """
+        with self._store._transaction() as db:
+            yield UnitChange(db)
+
+
+class UnitChange:
+    """The unit table inside one transaction; see :meth:`UnitTable.change`.
+
+    It holds the store's write lock: what it reads stays as read until
+    the transaction ends.
+    """
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def holders(self, provider: str) -> dict[str, str]:
+        """``{unit: consumer}`` of every unit of ``provider`` taken."""
+        return dict(self._db.execute(
+            'SELECT unit, consumer FROM unit_assignments '
+            'WHERE provider = ?', (provider,)))
+
+    def add(self, provider: str, consumer: str, units: Sequence[str],
+            at: float) -> None:
+        """Give ``consumer`` the ``units`` of ``provider``.
+
+        :raises sqlite3.IntegrityError: a unit is taken already.
+        """
+        self._db.executemany(
+            'INSERT INTO unit_assignments (provider, unit, consumer, '
+            'created_at) VALUES (?, ?, ?, ?)',
+            [(provider, unit, consumer, at) for unit in units])
+
+    def remove(self, consumer: str, providers: Sequence[str] | None = None,
+               units: Sequence[str] | None = None,
+               created_before: float | None = None) -> int:
+        """Free what ``consumer`` holds; how many units were freed.
+
+        :param providers: only on these providers (none: on every one).
+        :param units: only these units.
+        :param created_before: only units assigned before this time.
+        """
+        query = 'DELETE FROM unit_assignments WHERE consumer = ?'
+        args: list = [consumer]
+        for column, values in (('provider', providers), ('unit', units)):
+            if values is None:
+                continue
+            if not values:
+                return 0
+            query += ' AND %s IN (%s)' % (column,
+                                          ','.join('?' * len(values)))
+            args.extend(values)
+        if created_before is not None:
+            query += ' AND created_at < ?'
+            args.append(created_before)
+        # Only this module's column names and '?' placeholders are
+        # formatted into the query; every value is bound.
+        return self._db.execute(query, args).rowcount  # nosec B608
+
+    def reassign(self, provider: str, source: str, dest: str) -> int:
+        """Give ``source``'s units of ``provider`` to ``dest``; how many."""
+        return self._db.execute(
+            'UPDATE unit_assignments SET consumer = ? WHERE provider = ? '
+            'AND consumer = ?', (dest, provider, source)).rowcount

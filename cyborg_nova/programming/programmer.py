@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import socket
-import sqlite3
 import threading
 import time
 from typing import Callable, Iterable
@@ -147,12 +146,9 @@ class Programmer:
         # instead of reading again; a conflict makes it read. Never
         # journaled: a resumed job reads everything afresh.
         self._seen: dict[str, dict] = {}
-        # Held open: SQLite checkpoints the WAL into the database (and
-        # syncs it) whenever the last connection to it closes, and the
-        # store opens one per operation.
-        self._keeper = sqlite3.connect(store.path, check_same_thread=False)
-        # A read maps the WAL index: from then on it counts as open.
-        self._keeper.execute('SELECT count(*) FROM sqlite_master')
+        # A job journals many steps; without this, each would checkpoint
+        # the WAL (see StateStore.keep_open).
+        self._keeper = store.keep_open()
         self.owner = '%d@%s' % (os.getpid(), socket.gethostname())
 
     # -- the public API ------------------------------------------------------

@@ -20,7 +20,8 @@ owns the schema, its migrations and every SQL statement run against it;
 the rest of the project calls its table API.
 
 * :mod:`.database`: opening the store (the file created 0600, WAL mode,
-  the schema migrated), one connection per operation;
+  the schema migrated), one connection per operation, and
+  :meth:`~.database.Database.keep_open`;
 * :mod:`.migrations`: the numbered schema steps, recorded in ``PRAGMA
   user_version`` (why not alembic: there);
 * :mod:`.devices`: :class:`StateStore`, what callers open: device

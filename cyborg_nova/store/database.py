@@ -86,11 +86,56 @@ class Database:
                 raise
             db.execute('COMMIT')
 
+    def keep_open(self) -> KeptOpen:
+        """A connection held until :meth:`KeptOpen.close`.
 
-def _open(path: str) -> sqlite3.Connection:
+        SQLite checkpoints the WAL into the database (and syncs it)
+        whenever the last connection to it closes, and the store opens
+        one per operation: a process that writes often (the programmer's
+        journal) holds one open meanwhile so that happens once, not at
+        every step.
+
+        :raises sqlite3.Error: the store cannot be read.
+        """
+        return KeptOpen(self.path)
+
+
+class KeptOpen:
+    """An idle connection to the store; see :meth:`Database.keep_open`.
+
+    Usable as a context manager; closing it twice is harmless.
+    """
+
+    def __init__(self, path: str) -> None:
+        # Closed from whichever thread stops its holder.
+        self._db: sqlite3.Connection | None = _open(
+            path, check_same_thread=False)
+        # A read maps the WAL index: from then on it counts as open. Read
+        # to the end, so no statement keeps a snapshot (which would stop
+        # checkpoints instead).
+        self._db.execute('SELECT count(*) FROM sqlite_master').fetchall()
+
+    @property
+    def closed(self) -> bool:
+        return self._db is None
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    def __enter__(self) -> KeptOpen:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def _open(path: str, check_same_thread: bool = True) -> sqlite3.Connection:
     # Autocommit (isolation_level=None): transactions are begun
     # explicitly, IMMEDIATE, never implicitly by the sqlite3 module.
-    db = sqlite3.connect(path, timeout=_BUSY_TIMEOUT, isolation_level=None)
+    db = sqlite3.connect(path, timeout=_BUSY_TIMEOUT, isolation_level=None,
+                         check_same_thread=check_same_thread)
     try:
         db.execute('PRAGMA busy_timeout=%d' % (_BUSY_TIMEOUT * 1000))
         # Durable at each checkpoint, not at each commit: WAL keeps the

@@ -23,7 +23,8 @@ the rest of the project calls its table API.
   the schema migrated), one connection per operation, and
   :meth:`~.database.Database.keep_open`;
 * :mod:`.migrations`: the numbered schema steps, recorded in ``PRAGMA
-  user_version`` (why not alembic: there);
+  user_version`` (why not alembic: there, and in
+  ``doc/source/contributor/layers.rst``);
 * :mod:`.devices`: :class:`StateStore`, what callers open: device
   states, installed drivers and VF counts;
 * :mod:`.units`: which PCI functions serve which Placement allocation

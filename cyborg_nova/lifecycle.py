@@ -53,6 +53,16 @@ def effective_names(conf: cfg.ConfigOpts,
     return names
 
 
+def initial_state(conf: cfg.ConfigOpts) -> str:
+    """The state a device first seen on this host starts in.
+
+    ``ready`` with ``[cyborg_nova] auto_ready``, else ``inactive``: what
+    nova-compute's update and the agent give such a device.
+    """
+    return (state_store.READY if conf.cyborg_nova.auto_ready
+            else state_store.INACTIVE)
+
+
 def discover_with(conf: cfg.ConfigOpts, name: str
                   ) -> tuple[base.AcceleratorDriver, list]:
     """One driver and what it finds now."""
@@ -188,7 +198,8 @@ def update_vfs(conf: cfg.ConfigOpts, store: state_store.StateStore,
                 '%s is in use by instance(s) %s: changing its VF count '
                 'would remove their VFs; nothing was changed'
                 % (accelerator.address, ', '.join(sorted(consumers))))
-    rows = store.sync(nodename, targets, state_store.INACTIVE)
+    # A device first seen here starts as nova-compute would start it.
+    rows = store.sync(nodename, targets, initial_state(conf))
     done = []
     for accelerator in targets:
         row = rows[accelerator.address]

@@ -45,16 +45,16 @@ def crypto_host(tmp_path):
     server.cleanUp()
 
 
-def make_host(tmp_path, server, profile, drivers):
+def make_host(tmp_path, server, profile, drivers, auto_ready=False):
     root = str(tmp_path / 'sys')
     hosttree.build_tree(hosttree.profile_path(profile), root)
     state = str(tmp_path / 'state.sqlite')
     conf = tmp_path / 'nova.conf'
     conf.write_text('[cyborg_nova]\nsysfs_root = %s\nstate_path = %s\n'
-                    'enabled_drivers = %s\n'
+                    'enabled_drivers = %s\nauto_ready = %s\n'
                     # The privileged side's own view of sysfs.
                     '[cyborg_nova_privsep]\nsysfs_root = %s\n'
-                    % (root, state, drivers, root))
+                    % (root, state, drivers, auto_ready, root))
 
     class Host:
         endpoint = server.endpoint
@@ -225,6 +225,36 @@ def test_update_driver_changes_vf_count_unless_in_use(crypto_host):
     rc, out, _ = host.cli('device-list', '--nodename', NODE, '-f', 'json')
     assert {r['address']: r['state'] for r in json.loads(out)}[qat] == (
         'ready')
+
+
+@pytest.mark.parametrize('auto_ready, state', [(True, 'ready'),
+                                               (False, 'inactive')])
+def test_update_driver_on_a_device_nova_has_not_reported(
+        tmp_path, auto_ready, state):
+    # The first to see the device: it starts as nova-compute's update
+    # would start it ([cyborg_nova] auto_ready), and keeps that state
+    # once the VF count is changed (seen on a real kernel: a device that
+    # update-driver met first stayed inactive, fully reserved, with
+    # auto_ready set).
+    server = placement_fixture.PlacementServer()
+    server.setUp()
+    try:
+        host = make_host(tmp_path, server, 'crypto-nic-host', 'intel_qat',
+                         auto_ready=auto_ready)
+        qat = '0000:70:00.0'
+        rc, out, err = host.cli('update-driver', 'intel_qat', '--num-vfs',
+                                '8', '--device', qat, '--nodename', NODE)
+        assert rc == 0, err
+        rc, out, _ = host.cli('device-list', '--nodename', NODE, '-f',
+                              'json')
+        assert {r['address']: r['state']
+                for r in json.loads(out)}[qat] == state
+        host.report()
+        inventory = host.inventory(qat)['CUSTOM_QAT']
+        assert inventory['total'] == 8
+        assert inventory['reserved'] == (0 if auto_ready else 8)
+    finally:
+        server.cleanUp()
 
 
 def test_driver_list_and_discover_enabled_follow_host_choices(host):

@@ -32,6 +32,9 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 # The benchmark smoke test runs benchmarks/run_all.py --smoke: PostgreSQL,
 # Placement under gunicorn and upstream Cyborg, each in a venv of its own.
 "$top/tools/setup-bench-venvs.sh" || exit 1
+# The real-kernel tests boot a VM: QEMU, a Debian kernel and QEMU 10 from
+# backports, unpacked under .nested (tools/nested/setup.sh).
+"$top/tools/nested/setup.sh" || exit 1
 took set-up $started
 venv=${CYBORG_NOVA_VENV:-$top/.venv}
 cd "$top"

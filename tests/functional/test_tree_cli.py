@@ -27,14 +27,6 @@ TOOLS = placement_fixture.TOOLS
 
 
 @pytest.fixture(scope='module')
-def placement():
-    server = placement_fixture.PlacementServer()
-    server.setUp()
-    yield server
-    server.cleanUp()
-
-
-@pytest.fixture(scope='module')
 def reported(placement, tmp_path_factory):
     work = tmp_path_factory.mktemp('host')
     root = str(work / 'sys')

@@ -124,6 +124,9 @@ class AgentProcess(fixtures.Fixture):
     ``url`` is its API; its log goes to ``log_path`` (shown in failures).
     """
 
+    #: Seconds until it says it listens (much longer in an emulated VM).
+    start_timeout = 60
+
     def __init__(self, directory: str, sections: dict,
                  name: str = 'agent', command: list | None = None,
                  environ: dict | None = None) -> None:
@@ -160,7 +163,7 @@ class AgentProcess(fixtures.Fixture):
             stdout=subprocess.PIPE, stderr=self._log, text=True,
             env=self.environ, cwd=REPO_ROOT)
         self.addCleanup(self._stop)
-        line = _readline(self.proc.stdout, 60)
+        line = _readline(self.proc.stdout, self.start_timeout)
         if not line.startswith('listening '):
             raise RuntimeError('agent did not start (%r); log:\n%s'
                                % (line, self.log()))

@@ -65,14 +65,6 @@ def host_hardware(root, nodename):
 
 
 @pytest.fixture(scope='module')
-def placement():
-    server = placement_fixture.PlacementServer()
-    server.setUp()
-    yield server
-    server.cleanUp()
-
-
-@pytest.fixture(scope='module')
 def hosts(placement, tmp_path_factory):
     """cn-fpga reported to Placement (one FPGA allocated); cn-gpu not."""
     work = tmp_path_factory.mktemp('hosts')

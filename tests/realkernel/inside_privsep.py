@@ -1,0 +1,112 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""privsep on a real kernel's sysfs (runs inside L1).
+
+The ``sysfs_admin`` daemon is started by the venv's ``privsep-helper``
+from the host's config, as a deployment starts it, and writes L1's real
+``sriov_numvfs``, ``driver_override``, ``unbind`` and ``drivers_probe``.
+Every refusal must come before any write: the kernel's attributes read
+the same afterwards.
+"""
+
+import os
+import time
+
+import pytest
+
+import privsep
+from tests.realkernel import l1
+
+
+def helper_daemons() -> list[str]:
+    """Command lines of the running privsep-helper processes."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir('/proc')):
+        try:
+            with open('/proc/%s/cmdline' % pid, 'rb') as f:
+                argv = f.read().split(b'\0')
+        except OSError:
+            continue
+        if any(a.endswith(b'privsep-helper') for a in argv):
+            found.append(b' '.join(argv).decode())
+    return found
+
+
+def snapshot(*addresses: str) -> dict:
+    """What a refused call must leave as it was."""
+    state = {}
+    for address in addresses:
+        for name in ('sriov_numvfs', 'driver_override'):
+            path = os.path.join(l1.DEVICES, address, name)
+            if os.path.exists(path):
+                state[(address, name)] = l1.read(path)
+        state[(address, 'driver')] = l1.driver(address)
+    return state
+
+
+def test_update_driver_changes_the_vf_count(pci):
+    pf = l1.pf(l1.IGB)
+    assert len(l1.vfs(pf)) == 2
+    started = time.monotonic()
+    rc, out, err = l1.cli('update-driver', 'nic_sriov', '--num-vfs', '4')
+    l1.record('update_driver_cli_s', l1.elapsed(started))
+    assert rc == 0, err
+    assert '%s: 2 -> 4 VFs' % pf in out
+    assert l1.attr(pf, 'sriov_numvfs') == '4'
+    assert len(l1.wait_vfs(pf, 4)) == 4
+    # Back to two, as the other tests expect.
+    rc, out, err = l1.cli('update-driver', 'nic_sriov', '--num-vfs', '2')
+    assert rc == 0, err
+    assert len(l1.wait_vfs(pf, 2)) == 2
+
+
+def test_vfs_bound_to_vfio_and_back(pci):
+    vf = l1.vfs(l1.pf(l1.IGB))[1]
+    assert l1.driver(vf) == 'igbvf'
+    assert pci.bind_vfio(vf) == 'vfio-pci'
+    assert helper_daemons(), 'no privsep-helper daemon runs'
+    assert l1.driver(vf) == 'vfio-pci'
+    assert l1.attr(vf, 'driver_override') == 'vfio-pci'
+    assert os.path.exists('/dev/vfio/%d' % l1.iommu_group(vf))
+    assert pci.unbind(vf) == 'vfio-pci'
+    assert l1.driver(vf) is None
+    assert l1.attr(vf, 'driver_override') == '(null)'
+    # The host driver takes it back at the next probe.
+    with open('/sys/bus/pci/drivers_probe', 'w') as f:
+        f.write(vf)
+    l1.wait_for(lambda: l1.driver(vf) == 'igbvf', what='igbvf back')
+
+
+@pytest.mark.parametrize('call, args, error', [
+    ('set_num_vfs', ('igb', 99), privsep.OutOfRange),
+    ('set_num_vfs', ('igb', -1), privsep.OutOfRange),
+    ('set_num_vfs', ('igb', '3'), privsep.InvalidArgument),
+    ('set_num_vfs', ('vf', 1), privsep.InvalidArgument),
+    ('set_num_vfs', ('0000:00:00.0/../..', 1), privsep.InvalidArgument),
+    ('set_num_vfs', ('0000:ff:1f.7', 1), privsep.NoSuchDevice),
+    ('bind_vfio', ('bridge',), privsep.InvalidArgument),
+    ('bind_vfio', ('0000:AB:00.0',), privsep.NotAPciAddress),
+    ('unbind', ('../../../../dev',), privsep.InvalidArgument),
+])
+def test_refused_before_any_write(pci, call, args, error):
+    pf = l1.pf(l1.IGB)
+    vf = l1.vfs(pf)[0]
+    bridge = os.path.basename(os.path.dirname(os.path.realpath(
+        os.path.join(l1.DEVICES, pf))))
+    named = {'igb': pf, 'vf': vf, 'bridge': bridge}
+    args = tuple(named.get(a, a) if isinstance(a, str) else a
+                 for a in args)
+    before = snapshot(pf, vf, bridge)
+    with pytest.raises(error):
+        getattr(pci, call)(*args)
+    assert snapshot(pf, vf, bridge) == before

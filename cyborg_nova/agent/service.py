@@ -10,12 +10,10 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""cyborg-nova-agent: the process.
+"""The agent service: every part of it, wired from its configuration.
 
-``cyborg-nova-agent --config-file /etc/nova/nova.conf --config-file
-/etc/cyborg-nova/agent.conf`` reads ``[cyborg_agent]``, ``[cyborg_nova]``
-(the drivers, sysfs root and state store nova-compute uses) and
-``[placement]``, then runs until SIGTERM or SIGINT:
+:class:`Agent` is what ``cyborg-nova-agent`` (:mod:`cyborg_nova.cmd.agent`,
+which reads the options and runs the process) starts and stops:
 
 - the REST API (:mod:`cyborg_nova.agent.api`) on cheroot;
 - a discovery thread: a full discovery at start, every
@@ -27,22 +25,17 @@
 - heartbeats to the conductor, when ``conductor_url`` is set;
 - FPGA programming jobs (``POST /program``), and at start the recovery of
   those a killed agent or CLI left unfinished (from their journal).
-
-It prints ``listening <url>`` on stdout once it serves.
 """
 
 from __future__ import annotations
 
 import logging
-import signal
 import socket
 import sys
 import threading
 import urllib.parse
 
-from keystoneauth1 import exceptions as ks_exc
 from oslo_config import cfg
-from oslo_log import log as oslo_logging
 
 from cyborg_drivers import base
 from cyborg_drivers import events
@@ -53,7 +46,6 @@ from cyborg_nova.agent import heartbeat
 from cyborg_nova.agent import host
 from cyborg_nova.agent import remote
 from cyborg_nova.api import server
-from cyborg_nova import conf as cn_conf
 from cyborg_nova.conf import agent as agent_conf
 from cyborg_nova import fencing
 from cyborg_nova import lifecycle
@@ -64,19 +56,6 @@ from cyborg_nova import state as state_store
 
 LOG = logging.getLogger(__name__)
 PROG = 'cyborg-nova-agent'
-
-
-def load_config(argv: list[str]) -> cfg.ConfigOpts:
-    """A ConfigOpts with every option the agent reads, parsed from argv."""
-    conf = cfg.ConfigOpts()
-    cn_conf.register_opts(conf)
-    agent_conf.register_opts(conf)
-    placement.register_opts(conf)
-    oslo_logging.register_options(conf)
-    # Logs to stderr by default: stdout carries the "listening" line.
-    conf.set_default('use_stderr', True)
-    conf(argv, project='cyborg-nova', prog=PROG)
-    return conf
 
 
 class Discovery:
@@ -305,40 +284,8 @@ class Agent:
         self.discovery.stop()
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the agent until SIGTERM or SIGINT; the exit status."""
-    conf = load_config(sys.argv[1:] if argv is None else argv)
-    oslo_logging.setup(conf, PROG)
-    try:
-        agent = Agent(conf)
-    except (base.DriverError, OSError, ks_exc.ClientException) as exc:
-        # Unknown drivers, an unwritable state store, or [placement]
-        # credentials that cannot be loaded: fencing is a safety
-        # function, so a broken [placement] is not silently ignored.
-        LOG.error('Cannot start: %s', exc)
-        return 1
-    stopping = threading.Event()
-
-    def on_signal(signum, frame):
-        LOG.info('Signal %d: stopping', signum)
-        stopping.set()
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    try:
-        agent.start()
-    except (OSError, ValueError) as exc:
-        # Typically the port is taken; or an exposure without auth, a
-        # certificate without its key.
-        LOG.error('Cannot start: %s', exc)
-        agent.stop()
-        return 1
-    print('listening %s' % agent.server.url, flush=True)
-    while not stopping.wait(1.0):
-        pass
-    agent.stop()
-    LOG.info('Stopped')
-    return 0
-
-
 if __name__ == '__main__':
-    sys.exit(main())
+    # The process's entry is in the edges (cyborg_nova.cmd.agent), which
+    # may import the services; run here, this module would do nothing.
+    sys.exit('%s: run cyborg-nova-agent, or python -m cyborg_nova.cmd.agent'
+             % PROG)

@@ -130,7 +130,7 @@ def test_conductor_refuses_to_listen_beyond_loopback_without_auth(
     conductor = cf.Conductor(tmp_path)
     configure(conductor.config, {'cyborg_conductor': {
         'bind_host': host, 'admin_token': None, 'reader_token': None}})
-    proc = _start('cyborg_nova.conductor.service', conductor.config)
+    proc = _start('cyborg_nova.cmd.conductor', conductor.config)
     assert proc.returncode == 1
     assert 'listening' not in proc.stdout
     assert 'refusing to listen on %s' % host in conductor.log()
@@ -142,7 +142,7 @@ def test_agent_refuses_to_listen_beyond_loopback_without_auth(tmp_path,
     agent = base.AgentProcess(str(tmp_path), sections)
     configure(agent.config, {'cyborg_agent': {'admin_token': None,
                                               'reader_token': None}})
-    proc = _start('cyborg_nova.agent.service', agent.config)
+    proc = _start('cyborg_nova.cmd.agent', agent.config)
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert 'listening' not in proc.stdout
     assert 'refusing to listen on 0.0.0.0' in proc.stderr

@@ -13,6 +13,9 @@
 """Every entry point the distribution declares resolves to its object."""
 
 from importlib import metadata
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -21,6 +24,8 @@ from cyborg_drivers import base
 DIST = metadata.distribution('cyborg-nova')
 ENTRY_POINTS = sorted(DIST.entry_points, key=lambda e: (e.group, e.name))
 GROUPS = {ep.group for ep in ENTRY_POINTS}
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 
 
 def test_expected_namespaces_declared():
@@ -47,3 +52,17 @@ def test_driver_contract_documents_raises():
     for name in ('discover', 'health', 'setup', 'teardown', 'program'):
         doc = getattr(base.AcceleratorDriver, name).__doc__
         assert ':raises' in doc, name
+
+
+@pytest.mark.parametrize('service, entry', [
+    ('cyborg_nova.agent.service', 'cyborg_nova.cmd.agent'),
+    ('cyborg_nova.conductor.service', 'cyborg_nova.cmd.conductor'),
+])
+def test_a_service_module_run_directly_names_its_entry(service, entry):
+    # The process's main() is in cmd/ (the edges); the service module
+    # must not silently do nothing when run as it used to be.
+    proc = subprocess.run([sys.executable, '-W', 'ignore', '-m', service],
+                          capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
+    assert proc.returncode == 1
+    assert 'python -m %s' % entry in proc.stderr

@@ -12,7 +12,7 @@
 
 """Real processes for the agent's functional tests.
 
-:class:`AgentProcess` runs ``python -m cyborg_nova.agent.service`` with a
+:class:`AgentProcess` runs ``python -m cyborg_nova.cmd.agent`` with a
 config file written from a dict; :func:`report_host` fills Placement the
 way nova-compute does (tools/report_host.py); :class:`Placement` talks to
 the real Placement server of ``placement_fixture``.
@@ -133,14 +133,14 @@ class AgentProcess(fixtures.Fixture):
         """An agent to start in ``directory`` with config ``sections``.
 
         ``command``: what runs the agent (its arguments follow), by
-        default ``python -m cyborg_nova.agent.service``; ``environ``:
+        default ``python -m cyborg_nova.cmd.agent``; ``environ``:
         added to its environment.
         """
         super().__init__()
         self.directory = directory
         self.name = name
         self.command = command or [sys.executable, '-m',
-                                   'cyborg_nova.agent.service']
+                                   'cyborg_nova.cmd.agent']
         self.environ = dict(env(), **(environ or {}))
         base = {
             'DEFAULT': {'debug': 'True'},

@@ -307,7 +307,7 @@ def test_a_broken_config_is_refused_at_start(tmp_path, section, options,
         'cyborg_nova': {'state_path': str(tmp_path / 'state.sqlite')},
         section: options})
     proc = subprocess.run(
-        [sys.executable, '-m', 'cyborg_nova.agent.service',
+        [sys.executable, '-m', 'cyborg_nova.cmd.agent',
          '--config-file', config], capture_output=True, text=True,
         env=base.env(), cwd=base.REPO_ROOT, timeout=60)
     assert proc.returncode == 1

@@ -12,7 +12,7 @@
 
 """The conductor-lite as a real process, configured for one test.
 
-It runs as ``python -m cyborg_nova.conductor.service --config-file X``
+It runs as ``python -m cyborg_nova.cmd.conductor --config-file X``
 with a SQLite file, on 127.0.0.1 and a free port (it prints ``listening
 <url>`` once it accepts requests).
 """
@@ -73,7 +73,7 @@ class Conductor:
         """Start the process; returns once it accepts requests."""
         self._stderr = open(os.path.join(self.workdir, 'stderr'), 'ab')
         self.proc = subprocess.Popen(
-            [sys.executable, '-m', 'cyborg_nova.conductor.service',
+            [sys.executable, '-m', 'cyborg_nova.cmd.conductor',
              '--config-file', self.config],
             stdout=subprocess.PIPE, stderr=self._stderr, cwd=self.workdir,
             env=dict(os.environ, PYTHONPATH=REPO),

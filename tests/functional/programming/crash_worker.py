@@ -16,7 +16,7 @@
 ``cyborg-nova program`` does.
 
 ``crash_worker.py agent WHEN:STEP AGENT-ARGS...`` runs the real agent
-(``cyborg_nova.agent.service``) instead; the job it is then given through
+(``cyborg_nova.cmd.agent``) instead; the job it is then given through
 ``POST /program`` kills it.
 
 ``after:STEP`` dies right after STEP is journaled (before the next
@@ -66,9 +66,9 @@ def kill_at(point):
 
 def main(argv):
     if argv[0] == 'agent':
-        from cyborg_nova.agent import service
+        from cyborg_nova.cmd import agent
         kill_at(argv[1])
-        return service.main(argv[2:])
+        return agent.main(argv[2:])
     config, nodename, device, bitstream, point = argv
     kill_at(point)
     app = cli.CyborgNovaApp()

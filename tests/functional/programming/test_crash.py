@@ -12,7 +12,7 @@
 
 """SIGKILL at every journal step, then a restart finishes the job.
 
-The real agent (``cyborg_nova.agent.service``) is given a reprogramming
+The real agent (``cyborg_nova.cmd.agent``) is given a reprogramming
 through ``POST /program`` (real Placement, real privsep daemon) and is
 killed (SIGKILL) just before or just after one step is journaled; so is
 a process running it as ``cyborg-nova program`` does. While nothing

@@ -24,6 +24,7 @@ from cyborg_nova.agent import heartbeat
 from cyborg_nova.agent import remote
 from cyborg_nova.agent import service
 from cyborg_nova.api import server
+from cyborg_nova.cmd import agent as agent_cmd
 from cyborg_nova.conf import agent as agent_conf
 
 
@@ -36,7 +37,7 @@ def test_options_and_defaults(tmp_path):
         '[cyborg_nova]\nsysfs_root = /tmp/sys\nauto_ready = True\n'
         '[placement]\nauth_type = password\nauth_url = http://ks/v3\n'
         '[cyborg_agent]\nnodename = compute-7\n')
-    conf = service.load_config(['--config-file', str(conf_file)])
+    conf = agent_cmd.load_config(['--config-file', str(conf_file)])
     opts = conf.cyborg_agent
     assert opts.nodename == 'compute-7'
     assert (opts.heartbeat_interval, opts.discovery_interval,
@@ -142,7 +143,7 @@ def test_keystone_auth_puts_auth_token_in_front(tmp_path):
     conf_file.write_text(
         '[cyborg_agent]\nauth_strategy = keystone\n'
         '[keystone_authtoken]\nwww_authenticate_uri = http://ks:5000/v3\n')
-    conf = service.load_config(['--config-file', str(conf_file)])
+    conf = agent_cmd.load_config(['--config-file', str(conf_file)])
     app = api.build_app(conf, lambda: [], lambda: None,
                         remote.Registry(3, 10))
     wrapped = server.with_auth(conf, agent_conf.GROUP.name, app)

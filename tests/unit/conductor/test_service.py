@@ -16,6 +16,7 @@ from keystonemiddleware import auth_token
 import pytest
 
 from cyborg_nova.api import server as api_server
+from cyborg_nova.cmd import conductor as conductor_cmd
 from cyborg_nova.conductor import service
 from cyborg_nova.conf import conductor as conductor_conf
 
@@ -27,7 +28,7 @@ def write(tmp_path, text):
 
 
 def test_missing_config_file(tmp_path, capsys):
-    assert service.main(['--config-file', str(tmp_path / 'nope')]) == 2
+    assert conductor_cmd.main(['--config-file', str(tmp_path / 'nope')]) == 2
     assert 'nope' in capsys.readouterr().err
 
 
@@ -38,12 +39,12 @@ def test_missing_config_file(tmp_path, capsys):
     '[cyborg_conductor]\nauth_strategy = none\n',
 ])
 def test_bad_values_fail_at_start(tmp_path, capsys, text):
-    assert service.main(['--config-file', write(tmp_path, text)]) == 2
+    assert conductor_cmd.main(['--config-file', write(tmp_path, text)]) == 2
     assert capsys.readouterr().err.startswith('cyborg-nova-conductor: ')
 
 
 def test_config_read(tmp_path):
-    conf = service.parse_config(['--config-file', write(
+    conf = conductor_cmd.parse_config(['--config-file', write(
         tmp_path, '[cyborg_conductor]\nagent_down_time = 7\n'
                   'agent_token = t\n')])
     assert conf.cyborg_conductor.agent_down_time == 7
@@ -54,13 +55,13 @@ def test_config_read(tmp_path):
 
 
 def test_token_auth_is_the_app_itself(tmp_path):
-    conf = service.parse_config([])
+    conf = conductor_cmd.parse_config([])
     app = object()
     assert api_server.with_auth(conf, conductor_conf.GROUP.name, app) is app
 
 
 def test_keystone_auth_wraps_in_auth_token(tmp_path):
-    conf = service.parse_config(['--config-file', write(
+    conf = conductor_cmd.parse_config(['--config-file', write(
         tmp_path, '[cyborg_conductor]\nauth_strategy = keystone\n')])
 
     def app(environ, start_response):

@@ -10,7 +10,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""The conductor-lite's REST API: routes, their schemas and handlers.
+"""The conductor-lite's REST API: routes and their handlers.
 
 ``POST /hello`` is the internal API spec's "register agent" (and the
 heartbeat), ``GET /agents`` who is UP, ``GET /hardware`` every UP
@@ -39,10 +39,10 @@ from oslo_db import exception as db_exc
 import webob
 
 from cyborg_nova.api import app as api_app
-from cyborg_nova.api import schemas
 from cyborg_nova.conductor import db
 from cyborg_nova.conductor import hardware
 from cyborg_nova.conductor import registry as registry_mod
+from cyborg_nova.conductor import schemas
 from cyborg_nova import policies
 from cyborg_nova import version
 
@@ -50,142 +50,10 @@ LOG = logging.getLogger(__name__)
 
 GROUP = 'cyborg_conductor'
 
-# jsonschema's "pattern" is a search, and "$" matches before a final
-# newline: the handlers check these again with fullmatch.
-HOST_PATTERN = r'^[A-Za-z0-9]([A-Za-z0-9._-]{0,253}[A-Za-z0-9])?$'
-STATUS_PATTERN = r'^[A-Z][A-Z0-9_-]{0,31}$'
-# Scheme, a host (name, IPv4 or [IPv6]) with an optional port, an
-# optional path; no credentials, query or fragment: "/hardware" and the
-# like are appended to it.
-# The path is RFC 3986 characters (unreserved, sub-delims, ':@%/').
-ENDPOINT_PATTERN = (r"^https?://[A-Za-z0-9._:\[\]-]+"
-                    r"(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?$")
-
-HELLO_BODY = {
-    'type': 'object',
-    'additionalProperties': False,
-    'required': ['status', 'endpoint', 'host'],
-    'properties': {
-        'status': {
-            'type': 'string', 'pattern': STATUS_PATTERN,
-            'description': 'What the agent says of itself: READY, '
-                           'DRAINING, IN-PROGRESS...'},
-        'endpoint': {
-            'type': 'string', 'maxLength': db.ENDPOINT_LENGTH,
-            'pattern': ENDPOINT_PATTERN,
-            'description': 'The http(s) URL of the agent\'s REST API.'},
-        'host': {
-            'type': 'string', 'minLength': 1,
-            'maxLength': db.HOST_LENGTH, 'pattern': HOST_PATTERN,
-            'description': 'The agent\'s host: the Nova nodename.'},
-    },
-}
-
-AGENT = {
-    'type': 'object',
-    'additionalProperties': False,
-    'required': ['host', 'endpoint', 'status', 'state', 'first_seen',
-                 'last_seen'],
-    'properties': {
-        'host': {'type': 'string'},
-        'endpoint': {'type': 'string'},
-        'status': {'type': 'string'},
-        'state': {'type': 'string',
-                  'enum': [registry_mod.UP, registry_mod.DOWN]},
-        'first_seen': {'type': 'string', 'format': 'date-time'},
-        'last_seen': {'type': 'string', 'format': 'date-time'},
-    },
-}
-
-AGENTS = {
-    'type': 'object',
-    'additionalProperties': False,
-    'required': ['agents'],
-    'properties': {'agents': {'type': 'array', 'items': AGENT}},
-}
-
-HARDWARE_ENTRY = {
-    **hardware.ENTRY_SCHEMA,
-    'required': hardware.ENTRY_SCHEMA['required'] + ['host', 'usage'],
-    'properties': {
-        **hardware.ENTRY_SCHEMA['properties'],
-        'host': {'type': 'string'},
-        # OpenAPI 3.0's spelling of "or null": the document is 3.0.
-        'usage': {'type': 'object', 'nullable': True,
-                  'additionalProperties': {'type': 'integer'},
-                  'description': 'The provider\'s usages in Placement by '
-                                 'resource class; null when the uuid is '
-                                 'no provider or Placement could not '
-                                 'tell (see errors).'},
-    },
-}
-
-HARDWARE = {
-    'type': 'object',
-    'additionalProperties': False,
-    'required': ['hardware', 'errors'],
-    'properties': {
-        'hardware': {'type': 'array', 'items': HARDWARE_ENTRY},
-        'errors': {'type': 'array', 'items': {
-            'type': 'object',
-            'additionalProperties': False,
-            'required': ['host', 'message'],
-            'properties': {'host': {'type': 'string'},
-                           'message': {'type': 'string'}},
-        }},
-    },
-}
-
-
-PROGRAMS_BODY = {
-    'type': 'object',
-    'additionalProperties': False,
-    'required': ['host', 'device', 'bitstream'],
-    'properties': {
-        'host': {'type': 'string', 'minLength': 1,
-                 'maxLength': db.HOST_LENGTH, 'pattern': HOST_PATTERN,
-                 'description': 'The agent\'s host (Nova nodename).'},
-        'device': schemas.PROGRAM_BODY['properties']['device'],
-        'bitstream': schemas.PROGRAM_BODY['properties']['bitstream'],
-        'region': schemas.PROGRAM_BODY['properties']['region'],
-    },
-}
-
-PROGRAM = {
-    'type': 'object',
-    'additionalProperties': False,
-    'required': ['id', 'host', 'device', 'bitstream', 'region', 'status',
-                 'error', 'created_at', 'updated_at', 'job'],
-    'properties': {
-        'id': {'type': 'string'},
-        'host': {'type': 'string'},
-        'device': {'type': 'string'},
-        'bitstream': {'type': 'string'},
-        'region': {'type': 'string', 'nullable': True},
-        'status': {'type': 'string',
-                   'description': 'pending (the agent has not accepted '
-                                  'it yet), running, succeeded, failed '
-                                  'or refused'},
-        'error': {'type': 'string', 'nullable': True},
-        'created_at': {'type': 'string', 'format': 'date-time'},
-        'updated_at': {'type': 'string', 'format': 'date-time'},
-        'job': {**schemas.PROGRAM_JOB, 'nullable': True,
-                'description': 'The agent\'s journal of the job, as last '
-                               'read.'},
-    },
-}
-
-PROGRAM_RESPONSE = {
-    'type': 'object',
-    'additionalProperties': False,
-    'required': ['program'],
-    'properties': {'program': PROGRAM},
-}
-
 
 def endpoint_problem(endpoint: str) -> str | None:
     """Why ``endpoint`` is not an agent API URL; None when it is one."""
-    if not re.fullmatch(ENDPOINT_PATTERN, endpoint):
+    if not re.fullmatch(schemas.ENDPOINT_PATTERN, endpoint):
         return 'not an http(s) URL'
     try:
         parts = urllib.parse.urlsplit(endpoint)
@@ -232,10 +100,10 @@ class Handlers:
 
     @_unavailable_db
     def hello(self, request: webob.Request, body: dict) -> tuple[int, Any]:
-        if not re.fullmatch(HOST_PATTERN, body['host']):
+        if not re.fullmatch(schemas.HOST_PATTERN, body['host']):
             raise api_app.HTTPError(400, 'host %r is not a host name'
                                     % body['host'])
-        if not re.fullmatch(STATUS_PATTERN, body['status']):
+        if not re.fullmatch(schemas.STATUS_PATTERN, body['status']):
             raise api_app.HTTPError(400, 'status %r is not an upper-case '
                                     'word' % body['status'])
         problem = endpoint_problem(body['endpoint'])
@@ -344,7 +212,7 @@ class Programs:
     def create(self, request: webob.Request, body: dict
                ) -> tuple[int, Any]:
         for key in ('host', 'device', 'bitstream'):
-            schema = PROGRAMS_BODY['properties'][key]
+            schema = schemas.PROGRAMS_BODY['properties'][key]
             if not re.fullmatch(schema['pattern'], body[key]):
                 raise api_app.HTTPError(400, '%s %r is not valid'
                                         % (key, body[key]))
@@ -424,28 +292,30 @@ def make_app(conf: cfg.ConfigOpts, registry: registry_mod.Registry,
             'POST', '/hello', handlers.hello,
             'cyborg_nova:conductor:hello',
             'Register an agent, or record its heartbeat',
-            body=HELLO_BODY, response=AGENT),
+            body=schemas.HELLO_BODY, response=schemas.AGENT),
         api_app.Route(
             'GET', '/agents', handlers.agents,
             'cyborg_nova:conductor:agents',
             'List the agents and whether they are UP or DOWN',
-            response=AGENTS),
+            response=schemas.AGENTS),
         api_app.Route(
             'GET', '/hardware', handlers.hardware,
             'cyborg_nova:conductor:hardware',
             'List the hardware of every UP agent, with Placement usage',
-            response=HARDWARE),
+            response=schemas.HARDWARE),
         api_app.Route(
             'POST', '/programs', _unavailable_db(programs.create),
             'cyborg_nova:conductor:programs:create',
             'Reprogram an FPGA through the agent of its host',
-            body=PROGRAMS_BODY, response=PROGRAM_RESPONSE, status=202,
+            body=schemas.PROGRAMS_BODY, response=schemas.PROGRAM_RESPONSE,
+            status=202,
             # Refused (incompatible, busy, agent DOWN); the agent failed.
             errors=(409, 502)),
         api_app.Route(
             'GET', '/programs/{id}', _unavailable_db(programs.show),
             'cyborg_nova:conductor:programs:show',
-            'Show an FPGA programming job', response=PROGRAM_RESPONSE),
+            'Show an FPGA programming job',
+            response=schemas.PROGRAM_RESPONSE),
         api_app.openapi_route(lambda: application,
                               'cyborg_nova:conductor:openapi'),
     ]

@@ -23,6 +23,7 @@ from cyborg_nova.conductor import api
 from cyborg_nova.conductor import db
 from cyborg_nova.conductor import hardware
 from cyborg_nova.conductor import registry
+from cyborg_nova.conductor import schemas
 from cyborg_nova.conf import conductor as conductor_conf
 
 ADMIN = 'admin-token'
@@ -173,7 +174,7 @@ def test_openapi_document_complete(app):
         for code in ('400', '401', '403'):
             assert code in op['responses']
     assert operations['POST', '/hello']['requestBody']['content'][
-        'application/json']['schema'] == api.HELLO_BODY
+        'application/json']['schema'] == schemas.HELLO_BODY
 
 
 def test_every_operation_needs_a_token(app):

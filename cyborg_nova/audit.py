@@ -13,7 +13,7 @@
 """Do Placement, the unit store and the libvirt guests of a host agree?
 
 Three records say who holds an accelerator's units (see
-:mod:`cyborg_nova.attach`): Placement's allocations (the truth of who
+:mod:`cyborg_nova.hotplug.flow`): Placement's allocations (the truth of who
 holds how much of each provider), the host's unit rows (which PCI
 functions serve each allocation) and the guests' PCI ``<hostdev>``
 elements (what each guest is given). :func:`audit` compares them and

@@ -1,0 +1,21 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Hot-plugging accelerators into instances and out again.
+
+:mod:`.flow` (attach, detach and their checks) changes three records in
+order and undoes them on failure: the instance's allocations
+(:mod:`.allocations`), the units in the host's state store
+(:mod:`cyborg_nova.assignments`) and the devices of its libvirt domain
+(:mod:`.guest`). :mod:`.errors` holds :class:`AttachError`, which all of
+them raise. :mod:`cyborg_nova.attach` gives callers the public names.
+"""

@@ -1,0 +1,292 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Attach and detach: the three records changed in order, or undone.
+
+The generic-driver spec's ``attach-instance`` / ``detach-instance``, run on
+the compute host of the instance. Three records must agree about which
+instance holds which device:
+
+- the instance's allocations in Placement (what the scheduler counts;
+  :mod:`cyborg_nova.hotplug.allocations`);
+- the units recorded in the host's state store (:mod:`cyborg_nova.
+  assignments`; what the guest gets after a hard reboot);
+- the devices in the libvirt domain (what the guest sees;
+  :mod:`cyborg_nova.hotplug.guest`).
+
+An attach changes them in that order and a failure at any step undoes the
+earlier ones, so nothing stays changed: the allocation first (a
+read-modify-write of the consumer's allocations, guarded by its
+``consumer_generation``), then the units, then libvirt. A detach goes the
+other way: the allocation is freed only once libvirt confirms the device
+left the guest (a ``DEVICE_REMOVED`` event, or the live XML without it),
+because a device the guest has not released is still in use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Iterable
+import uuid as uuid_lib
+
+from cyborg_drivers import device as device_model
+from cyborg_nova import assignments as assignments_lib
+from cyborg_nova.hotplug.allocations import Allocations
+from cyborg_nova.hotplug.allocations import change_allocations
+from cyborg_nova.hotplug.allocations import read_allocations
+from cyborg_nova.hotplug.allocations import without
+from cyborg_nova.hotplug.errors import AttachError
+from cyborg_nova.hotplug import guest as guest_lib
+from cyborg_nova import providers
+from cyborg_nova import state as state_store
+
+LOG = logging.getLogger(__name__)
+
+
+# -- input ------------------------------------------------------------------
+
+def server_uuid(value: str) -> str:
+    """``value`` as a canonical instance uuid.
+
+    :raises AttachError: not a uuid.
+    """
+    try:
+        return str(uuid_lib.UUID(value))
+    except (ValueError, AttributeError, TypeError):
+        raise AttachError('%r is not an instance uuid' % (value,))
+
+
+def find_accelerator(accelerators: Iterable[device_model.Accelerator],
+                     nodename: str, device: str
+                     ) -> device_model.Accelerator:
+    """The accelerator named by a PCI address or its provider uuid.
+
+    :param accelerators: what discovery finds on this host now.
+    :raises AttachError: ``device`` is neither form, names a function no
+        enabled driver manages, or names no provider of this host.
+    """
+    found = list(accelerators)
+    value = device.strip().lower()
+    if device_model.is_pci_address(value):
+        for accelerator in found:
+            if accelerator.address == value:
+                return accelerator
+        for accelerator in found:
+            if value in accelerator.units or value in accelerator.addresses:
+                raise AttachError(
+                    '%s is a unit of accelerator %s; give the '
+                    'accelerator\'s address (and --count)'
+                    % (value, accelerator.address))
+        raise AttachError(
+            '%s is not an accelerator cyborg-nova manages on this host; '
+            'see "cyborg-nova device-list"' % value)
+    try:
+        wanted = str(uuid_lib.UUID(value))
+    except ValueError:
+        raise AttachError(
+            '%r is neither a PCI address (e.g. 0000:3b:00.0) nor a '
+            'resource provider uuid' % device)
+    for accelerator in found:
+        if providers.provider_uuid(nodename, accelerator.address) == wanted:
+            return accelerator
+    raise AttachError(
+        'no accelerator of %s has provider %s; see "cyborg-nova '
+        'device-list --nodename %s"' % (nodename, wanted, nodename))
+
+
+def check_attachable(store: state_store.StateStore, nodename: str,
+                     accelerator: device_model.Accelerator,
+                     count: int) -> None:
+    """Refuse a device that may not be given to a guest now.
+
+    :raises AttachError: the device is not ready, has problems, offers
+        units this release cannot attach, or fewer than ``count`` units.
+    """
+    address = accelerator.address
+    row = store.devices(nodename).get(address)
+    if row is None:
+        raise AttachError('accelerator %s is not known to nova-compute on %s '
+                          'yet' % (address, nodename))
+    if providers.reserved(row.state, accelerator, 1):
+        why = '; '.join(accelerator.problems) or row.reason or ''
+        raise AttachError(
+            'accelerator %s is %s%s; only a ready device is attached'
+            % (address, row.state, ' (%s)' % why if why else ''))
+    if dict(accelerator.capabilities).get('vgpu_type'):
+        raise AttachError('accelerator %s offers vGPU (mdev) units, which '
+                          'this release cannot attach' % address)
+    if count < 1 or count > len(accelerator.units):
+        raise AttachError('accelerator %s has %d unit(s); cannot attach %d'
+                          % (address, len(accelerator.units), count))
+
+
+# -- attach and detach ---------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """What an attach or detach did."""
+
+    server: str
+    address: str
+    provider: str
+    resource_class: str
+    units: tuple[str, ...]
+    #: Detach only: how removal was confirmed (see
+    #: :class:`cyborg_nova.hotplug.guest.RemovalWait`).
+    confirmed_by: str | None = None
+    events: tuple[str, ...] = ()
+
+
+def attach(client, store: state_store.StateStore, nodename: str, guest,
+           accelerator: device_model.Accelerator, count: int = 1,
+           timeout: float = guest_lib.DEFAULT_TIMEOUT) -> Result:
+    """Give ``count`` units of ``accelerator`` to the guest.
+
+    :param client: a keystoneauth adapter for Placement.
+    :param guest: :class:`~cyborg_nova.hotplug.guest.LibvirtGuest` or
+        :class:`~cyborg_nova.hotplug.guest.PrivsepGuest` of the
+        instance.
+    :param timeout: seconds to wait for the guest to release units already
+        plugged in when a later one is refused.
+    :raises AttachError: refused or failed; everything is as it was
+        (unless the message says what could not be undone).
+    """
+    server = guest.server
+    check_attachable(store, nodename, accelerator, count)
+    provider = providers.provider_uuid(nodename, accelerator.address)
+    rc = accelerator.resource_class
+    store_assignments = assignments_lib.Assignments(store)
+    held = store_assignments.of_consumer(server, [provider]).get(provider)
+    if held:
+        raise AttachError('instance %s already holds %s of accelerator %s; '
+                          'nothing was changed' % (server, ', '.join(held),
+                                                   accelerator.address))
+
+    written = []
+
+    def add(allocs: Allocations) -> Allocations:
+        if provider in allocs:
+            raise AttachError(
+                'instance %s already has %s on accelerator %s (provider '
+                '%s); nothing was changed' % (
+                    server, allocs[provider]['resources'],
+                    accelerator.address, provider))
+        allocs[provider] = {'resources': {rc: count}}
+        written.append(provider)
+        return allocs
+    try:
+        change_allocations(client, server, add)
+    except AttachError as exc:
+        if not written or not str(exc).startswith('cannot reach'):
+            raise
+        # The write was sent and its answer lost: Placement may have
+        # made it. Take it back rather than leave an allocation that no
+        # device goes with.
+        try:
+            change_allocations(client, server, without(provider))
+        except AttachError as again:
+            raise AttachError(
+                '%s; the allocation of %s %s on provider %s may have been '
+                'written and could not be checked (%s): run '
+                'detach-instance once Placement answers'
+                % (exc, count, rc, provider, again))
+        raise AttachError('%s; nothing was changed' % exc)
+
+    def undo(reason: str, plugged: list[str] = ()) -> AttachError:
+        """Undo what was done; the error to raise, saying so."""
+        if plugged:
+            try:
+                guest.detach_and_wait(list(plugged), timeout)
+            except AttachError as exc:
+                return AttachError(
+                    '%s; and %s could not be unplugged again (%s): they '
+                    'stay attached and allocated, run detach-instance '
+                    'once the guest answers' % (reason, ', '.join(plugged),
+                                                exc))
+        store_assignments.release(server, provider)
+        try:
+            change_allocations(client, server, without(provider))
+        except AttachError as exc:
+            return AttachError('%s; and the allocation of %s %s on '
+                               'provider %s could not be removed again: %s'
+                               % (reason, count, rc, provider, exc))
+        return AttachError('%s; nothing was changed' % reason)
+
+    try:
+        units = store_assignments.assign(server, provider,
+                                         accelerator.units, count)
+    except assignments_lib.NoFreeUnits as exc:
+        raise undo(str(exc))
+    except Exception as exc:
+        raise undo('recording the units failed: %s' % exc)
+    plugged: list[str] = []
+    for unit in units:
+        try:
+            guest.attach(unit)
+        except AttachError as exc:
+            raise undo('libvirt refused to attach %s to instance %s: %s'
+                       % (unit, server, exc), plugged)
+        except Exception as exc:
+            raise undo('attaching %s failed: %s' % (unit, exc), plugged)
+        plugged.append(unit)
+    LOG.info('Attached %s (%s) of accelerator %s to instance %s',
+             ', '.join(units), rc, accelerator.address, server)
+    return Result(server, accelerator.address, provider, rc, tuple(units))
+
+
+def detach(client, store: state_store.StateStore, nodename: str, guest,
+           accelerator: device_model.Accelerator,
+           timeout: float = guest_lib.DEFAULT_TIMEOUT) -> Result:
+    """Take the units of ``accelerator`` the instance holds away from it.
+
+    The allocation on the accelerator's provider is removed only after
+    the guest released every unit. Units already gone from the guest
+    (e.g. a detach that timed out, then completed) are not unplugged
+    again: running detach again finishes the cleanup.
+
+    :raises AttachError: the device is not attached, libvirt refused, or
+        the guest did not release it within ``timeout`` seconds; the
+        allocation and the units are then unchanged.
+    """
+    server = guest.server
+    provider = providers.provider_uuid(nodename, accelerator.address)
+    store_assignments = assignments_lib.Assignments(store)
+    units = store_assignments.of_consumer(server, [provider]).get(
+        provider, [])
+    allocated = provider in read_allocations(client, server).get(
+        'allocations', {})
+    if not units and not allocated:
+        raise AttachError('accelerator %s is not attached to instance %s; '
+                          'nothing was changed' % (accelerator.address,
+                                                   server))
+    plugged = [u for u in units if guest.present(u)]
+    wait = guest_lib.RemovalWait('immediate', [])
+    if plugged:
+        try:
+            wait = guest.detach_and_wait(plugged, timeout)
+        except AttachError as exc:
+            raise AttachError('%s; its allocation and units are unchanged'
+                              % exc)
+    store_assignments.release(server, provider)
+    try:
+        change_allocations(client, server, without(provider))
+    except AttachError as exc:
+        raise AttachError('%s left instance %s but its allocation could not '
+                          'be removed: %s; run detach-instance again'
+                          % (accelerator.address, server, exc))
+    LOG.info('Detached %s of accelerator %s from instance %s (%s)',
+             ', '.join(units) or 'nothing', accelerator.address, server,
+             wait.confirmed_by)
+    return Result(server, accelerator.address, provider,
+                  accelerator.resource_class, tuple(units),
+                  wait.confirmed_by, tuple(wait.events))

@@ -42,8 +42,10 @@ the provider unallocated again before any load. A device is never
 unfenced before its traits match what sysfs says is loaded.
 
 The package: :mod:`.journal` (jobs, steps, the job locks),
-:mod:`.placement` (the reads and the trait writes) and
-:mod:`.programmer` (validation, the steps, recovery). Everything public
+:mod:`.placement` (the reads and the trait writes), :mod:`.validation`
+(step 1), :mod:`.steps` (the actions of steps 2 to 7, failing and
+rolling back, and which one follows each journaled step) and
+:mod:`.programmer` (jobs submitted, run and recovered). Everything public
 is importable from here.
 """
 
@@ -73,6 +75,7 @@ from cyborg_nova.programming.journal import TRAITS_SWAPPED  # noqa: F401
 from cyborg_nova.programming.journal import UNFENCING  # noqa: F401
 from cyborg_nova.programming.journal import VERIFIED  # noqa: F401
 from cyborg_nova.programming.placement import PlacementOps  # noqa: F401
-from cyborg_nova.programming.programmer import FAILED_TRAIT  # noqa: F401
-from cyborg_nova.programming.programmer import MAX_ATTEMPTS  # noqa: F401
 from cyborg_nova.programming.programmer import Programmer  # noqa: F401
+from cyborg_nova.programming.steps.failure import FAILED_TRAIT  # noqa: F401
+from cyborg_nova.programming.steps.load import MAX_ATTEMPTS  # noqa: F401
+from cyborg_nova.programming.validation import Plan  # noqa: F401

@@ -10,17 +10,16 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""The reprogramming of FPGAs: validation, the steps, recovery.
+"""The reprogramming of FPGAs: jobs submitted, run, and recovered.
 
 :mod:`cyborg_nova.programming` describes the steps and what they
-guarantee.
+guarantee; :mod:`.validation` checks a request, :mod:`.steps` holds the
+actions of the steps.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
-import json
 import logging
 import os
 import socket
@@ -29,68 +28,26 @@ import time
 from typing import Callable, Iterable
 import uuid as uuid_lib
 
-from cyborg_drivers import base
-from cyborg_drivers import bitstreams
-from cyborg_drivers import discovery
-from cyborg_drivers import names
-from cyborg_drivers import sysfs
 from cyborg_nova import fencing
-from cyborg_nova.programming.journal import CHECKED
 from cyborg_nova.programming.journal import CREATED
-from cyborg_nova.programming.journal import DONE
 from cyborg_nova.programming.journal import FAILED
-from cyborg_nova.programming.journal import FAILED_STEP
-from cyborg_nova.programming.journal import FAILING
-from cyborg_nova.programming.journal import FENCED
-from cyborg_nova.programming.journal import FENCING
 from cyborg_nova.programming.journal import Job
 from cyborg_nova.programming.journal import JobLock
 from cyborg_nova.programming.journal import Journal
-from cyborg_nova.programming.journal import PROGRAMMED
-from cyborg_nova.programming.journal import PROGRAMMING
-from cyborg_nova.programming.journal import ProgrammingError
 from cyborg_nova.programming.journal import REFUSED
 from cyborg_nova.programming.journal import Refused
-from cyborg_nova.programming.journal import ROLLED_BACK
-from cyborg_nova.programming.journal import ROLLING_BACK
 from cyborg_nova.programming.journal import RUNNING
 from cyborg_nova.programming.journal import SUCCEEDED
-from cyborg_nova.programming.journal import TRAITS_SWAPPED
-from cyborg_nova.programming.journal import UNFENCING
-from cyborg_nova.programming.journal import VERIFIED
 from cyborg_nova.programming.placement import PlacementOps
+from cyborg_nova.programming.steps.context import Context
+from cyborg_nova.programming.steps.context import Stalled
+from cyborg_nova.programming.steps import dispatch
+from cyborg_nova.programming.validation import Plan
+from cyborg_nova.programming.validation import Validator
 from cyborg_nova import providers
 from cyborg_nova import state as state_store
 
 LOG = logging.getLogger(__name__)
-
-#: On a provider whose programming failed (fenced, state ``failed``).
-FAILED_TRAIT = 'CUSTOM_FPGA_PROGRAMMING_FAILED'
-
-#: The function trait the bundled drivers report, by bitstream kind
-#: (created while the load runs: the swap needs it right after).
-_FUNCTION_TRAITS = {bitstreams.GBS: 'FPGA_FUNCTION_ID_INTEL',
-                    bitstreams.XCLBIN: 'FPGA_FUNCTION_ID_XILINX'}
-
-#: Loads tried for one job (a resumed job whose load was interrupted
-#: loads again once).
-MAX_ATTEMPTS = 2
-
-
-class _Stalled(ProgrammingError):
-    """Placement cannot be written now; the job waits for recovery."""
-
-
-class _Allocated(Exception):
-    """Consumers found on a provider that should have none."""
-
-
-@dataclasses.dataclass(frozen=True)
-class _Plan:
-    accelerator: object
-    driver: base.AcceleratorDriver
-    region: object
-    header: bitstreams.Bitstream
 
 
 class Programmer:
@@ -128,24 +85,18 @@ class Programmer:
             None)
         self._drivers = drivers if callable(drivers) else (lambda: drivers)
         self.sysfs_root = sysfs_root
-        self._privileged_setup = privileged_setup
-        self._setup_lock = threading.Lock()
-        self._set_up = privileged_setup is None
+        self.validator = Validator(self.bitstream_dir, self._drivers,
+                                   sysfs_root)
+        self.steps = Context(store, self.journal, self.fencer,
+                             self.placement, self._drivers,
+                             self.validator.discover, self.timeout,
+                             privileged_setup)
         self.on_finished = on_finished
         self.lock_dir = lock_dir or os.path.join(
             os.path.dirname(os.path.abspath(store.path)), 'program-locks')
         os.makedirs(self.lock_dir, mode=0o700, exist_ok=True)
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
-        # Job id -> the device as last read (see _device).
-        self._known: dict = {}
-        # Job id -> what this process last read from or wrote to the
-        # provider ('inventory': (generation, records) after the fence,
-        # 'traits': (generation, traits) read during the load,
-        # 'generation' after the trait swap). A write starts from them
-        # instead of reading again; a conflict makes it read. Never
-        # journaled: a resumed job reads everything afresh.
-        self._seen: dict[str, dict] = {}
         # A job journals many steps; without this, each would checkpoint
         # the WAL (see StateStore.keep_open).
         self._keeper = store.keep_open()
@@ -224,10 +175,10 @@ class Programmer:
 
         :raises Refused: a bad or unknown bitstream, no Placement.
         """
-        header = self._bitstream(self.library_file(bitstream))
+        header = self.validator.bitstream(self.library_file(bitstream))
         self._need_placement()
         free, skipped = [], {}
-        for address, acc in sorted(self._discover().items()):
+        for address, acc in sorted(self.validator.discover().items()):
             if not any(r.interface_id == header.interface_id
                        for r in acc.fpga_regions):
                 continue
@@ -267,7 +218,24 @@ class Programmer:
                 self._pool = None
         self._keeper.close()
 
-    # -- validation ----------------------------------------------------------
+    def library_file(self, name: object) -> object:
+        """The file of library entry ``name``; a file name as it is.
+
+        :raises Refused: the library's manifest is broken.
+        """
+        return self.validator.library_file(name)
+
+    def plan(self, nodename: str, device: str, bitstream: str,
+             region: str | None = None) -> Plan:
+        """Everything validation checks, before anything is touched.
+
+        :param bitstream: a file name under the bitstream directory (see
+            :meth:`library_file` for library entries).
+        :raises Refused: see :class:`Refused`.
+        """
+        return self.validator.plan(nodename, device, bitstream, region)
+
+    # -- submitting ----------------------------------------------------------
 
     def _executor(self) -> concurrent.futures.ThreadPoolExecutor:
         with self._pool_lock:
@@ -281,90 +249,6 @@ class Programmer:
             raise Refused(409, 'programming needs Placement ([placement] '
                           'credentials) to fence the device and prove it '
                           'unallocated')
-
-    def _discover(self) -> dict:
-        try:
-            return discovery.Discoverer(
-                self._drivers(), self.sysfs_root).discover().by_address()
-        except sysfs.NoSysfs as exc:
-            LOG.error('Programming finds no device: %s', exc)
-            return {}
-
-    def library_file(self, name: object) -> object:
-        """The file of library entry ``name``; a file name as it is.
-
-        :raises Refused: the library's manifest is broken.
-        """
-        try:
-            return bitstreams.file_of(self.bitstream_dir, name)
-        except bitstreams.InvalidManifest as exc:
-            raise Refused(409, 'the bitstream library is broken: %s' % exc)
-
-    def _bitstream(self, name: str) -> bitstreams.Bitstream:
-        try:
-            return bitstreams.load(self.bitstream_dir, name)[1]
-        except bitstreams.Outside as exc:
-            raise Refused(409, str(exc))
-        except bitstreams.BadName as exc:
-            raise Refused(400, str(exc))
-        except bitstreams.NotFound as exc:
-            raise Refused(404, str(exc))
-        except bitstreams.InvalidBitstream as exc:
-            raise Refused(409, 'not a usable bitstream: %s' % exc)
-
-    @staticmethod
-    def _find(nodename: str, device: str, found: dict):
-        if device in found:
-            return found[device]
-        for address, acc in found.items():
-            if device in (providers.provider_uuid(nodename, address),
-                          providers.provider_name(nodename, address)):
-                return acc
-        raise Refused(404, 'no accelerator %s on %s (a PCI address, '
-                      'provider uuid or provider name)' % (device, nodename))
-
-    def plan(self, nodename: str, device: str, bitstream: str,
-             region: str | None = None) -> _Plan:
-        """Everything validation checks, before anything is touched.
-
-        :param bitstream: a file name under the bitstream directory (see
-            :meth:`library_file` for library entries).
-
-        :raises Refused: see :class:`Refused`.
-        """
-        header = self._bitstream(bitstream)
-        acc = self._find(nodename, device, self._discover())
-        drivers = {d.name: d for d in self._drivers()}
-        driver = drivers.get(acc.driver)
-        if not acc.fpga_regions or driver is None or (
-                type(driver).program is base.AcceleratorDriver.program):
-            raise Refused(409, '%s (%s, %s) is not an FPGA region this '
-                          'host\'s drivers can program'
-                          % (acc.address, acc.driver, acc.device_type))
-        kind = (bitstreams.XCLBIN if acc.fpga_regions[0].layout == 'xrt'
-                else bitstreams.GBS)
-        if header.kind != kind:
-            raise Refused(409, 'bitstream %s is a %s; %s takes a %s'
-                          % (bitstream, header.kind, acc.address, kind))
-        regions = [r for r in acc.fpga_regions
-                   if region is None or r.name == region]
-        if not regions:
-            raise Refused(404, '%s has no FPGA region %s' % (acc.address,
-                                                             region))
-        fits = [r for r in regions if r.interface_id == header.interface_id]
-        if not fits:
-            raise Refused(409, 'bitstream %s was built for interface %s; '
-                          '%s offers %s: incompatible, nothing was changed'
-                          % (bitstream, header.interface_id, acc.address,
-                             ', '.join('%s (region %s)' % (
-                                 r.interface_id or 'no interface id',
-                                 r.name) for r in regions)))
-        if fits[0].layout in ('opae', 'dfl') and acc.sriov and (
-                acc.sriov.num_vfs):
-            raise Refused(409, 'the FPGA port of %s is on its VF (%d VFs '
-                          'enabled); disable SR-IOV first'
-                          % (acc.address, acc.sriov.num_vfs))
-        return _Plan(acc, driver, fits[0], header)
 
     def _submit(self, nodename, device, bitstream, region, job_id,
                 consumer) -> tuple[Job, JobLock]:
@@ -409,7 +293,7 @@ class Programmer:
         except BaseException:
             lock.release(remove=True)
             raise
-        self._known[job.id] = acc
+        self.steps.remember(job, acc)
         LOG.info('Programming job %s: %s region %s with %s (function %s, '
                  'was %s)', job.id, job.address, job.region, bitstream,
                  job.function_id, job.old_function_id)
@@ -422,8 +306,8 @@ class Programmer:
             if not job.steps:
                 job = self.journal.get(job.id)
             while not job.finished:
-                job = self._advance(job)
-        except _Stalled as exc:
+                job = dispatch.advance(self.steps, job)
+        except Stalled as exc:
             LOG.warning('Programming job %s of %s waits at step %s: %s; it '
                         'is resumed by the next recovery', job.id,
                         job.address, job.step, exc)
@@ -434,8 +318,7 @@ class Programmer:
             raise
         finally:
             lock.release(remove=job.finished)
-            self._known.pop(job.id, None)
-            self._seen.pop(job.id, None)
+            self.steps.forget(job)
         LOG.log(logging.INFO if job.status == SUCCEEDED else logging.ERROR,
                 'Programming job %s of %s: %s%s', job.id, job.address,
                 job.status, ': %s' % job.error if job.error else '')
@@ -445,286 +328,3 @@ class Programmer:
             except Exception:
                 LOG.exception('After programming job %s', job.id)
         return job
-
-    def _advance(self, job: Job) -> Job:
-        step = job.step
-        if step in (CREATED, FENCING):
-            return self._fence(job)
-        if step == FENCED:
-            return self._check(job)
-        if step == CHECKED:
-            return self._load(job)
-        if step == PROGRAMMING:
-            return self._interrupted_load(job)
-        if step == PROGRAMMED:
-            return self._verify(job)
-        if step == VERIFIED:
-            return self._swap(job)
-        if step in (TRAITS_SWAPPED, UNFENCING):
-            return self._unfence(job)
-        if step == FAILING:
-            return self._fail(job, job.error or 'failed')
-        if step == ROLLING_BACK:
-            return self._rollback(job, job.error or 'refused')
-        raise ProgrammingError('job %s is at unknown step %r'
-                               % (job.id, step))
-
-    def _device(self, job: Job, fresh: bool = False):
-        """The device of ``job`` as sysfs shows it (None: gone).
-
-        Read once and reused until the load may have changed it
-        (``fresh``, or after a load).
-        """
-        if not fresh and job.id in self._known:
-            return self._known[job.id]
-        acc = self._discover().get(job.address)
-        self._known[job.id] = acc
-        return acc
-
-    def _loaded(self, acc, job: Job) -> str | None:
-        for region in (acc.fpga_regions if acc is not None else ()):
-            if region.name == job.region:
-                return region.function_id
-        return None
-
-    def _apply(self, job: Job, state: str, acc,
-               known=None) -> fencing.FenceResult:
-        result = self.fencer.apply(job.address, job.provider, state, acc,
-                                   known=known)
-        if result.generation is not None:
-            self._seen.setdefault(job.id, {})['inventory'] = (
-                result.generation, result.inventories)
-        return result
-
-    def _fence(self, job: Job) -> Job:
-        job = self.journal.step(job, FENCING)
-        self.store.set_state(job.nodename, job.address,
-                             state_store.PROGRAMMING,
-                             'programming job %s: loading %s'
-                             % (job.id, job.bitstream))
-        acc = self._device(job)
-        if acc is None:
-            return self._rollback(job, 'the device is gone')
-        result = self._apply(job, state_store.PROGRAMMING, acc)
-        if result.outcome == fencing.FAILED:
-            return self._rollback(job, 'cannot fence provider %s: %s'
-                                  % (job.provider, result.error))
-        return self.journal.step(job, FENCED, detail=json.dumps(
-            {'outcome': result.outcome, 'reserved': result.reserved}))
-
-    def _check(self, job: Job) -> Job:
-        """No allocation on the fenced provider (none can land now)."""
-        try:
-            consumers, generation = self.placement.allocations(job.provider)
-        except ProgrammingError as exc:
-            return self._rollback(job, 'cannot prove %s unallocated: %s'
-                                  % (job.address, exc))
-        consumers = set(consumers) - {job.consumer}
-        if consumers:
-            return self._rollback(job, '%s is allocated to instance(s) %s;'
-                                  ' nothing was changed' % (
-                                      job.address,
-                                      ', '.join(sorted(consumers))))
-        return self.journal.step(job, CHECKED, detail=json.dumps(
-            {'generation': generation}))
-
-    def _load(self, job: Job) -> Job:
-        acc = self._device(job)
-        if acc is None:
-            return self._fail(job, 'the device is gone')
-        driver = {d.name: d for d in self._drivers()}.get(job.driver)
-        if driver is None:
-            return self._fail(job, 'driver %s is not loaded' % job.driver)
-        job = self.journal.step(job, PROGRAMMING, attempts=job.attempts + 1)
-        try:
-            self._setup_privileged()
-        except Exception as exc:
-            return self._fail(job, 'cannot start the privileged helper: %s'
-                              % exc)
-        started = time.monotonic()
-        error = self._call_driver(driver, acc, job, overlap=lambda: (
-            self._precreate(job)))
-        self._known.pop(job.id, None)
-        if error:
-            return self._fail(job, error)
-        return self.journal.step(job, PROGRAMMED, detail=json.dumps(
-            {'seconds': round(time.monotonic() - started, 6)}))
-
-    def _precreate(self, job: Job) -> None:
-        """What the swap needs, while the load runs.
-
-        The new function's trait is created and the provider's traits
-        are read, so the swap after the load is one write.
-        """
-        prefix = _FUNCTION_TRAITS.get(job.kind)
-        try:
-            if prefix:
-                self.placement.create_traits([names.custom(
-                    prefix, names.hex_id(job.function_id))])
-            read = self.placement.traits(job.provider)
-        except ProgrammingError as exc:
-            LOG.debug('Preparing the trait swap of %s later: %s', job.id,
-                      exc)
-            return
-        if read is not None:
-            self._seen.setdefault(job.id, {})['traits'] = read
-
-    def _call_driver(self, driver, acc, job: Job,
-                     overlap: Callable[[], None] | None = None
-                     ) -> str | None:
-        """Run the driver's load; why it failed, or None.
-
-        ``overlap`` runs meanwhile, in this thread.
-        """
-        box: list = []
-
-        def target():
-            try:
-                driver.program(acc, job.region, job.bitstream)
-                box.append(None)
-            except Exception as exc:
-                box.append(exc)
-        thread = threading.Thread(target=target, daemon=True,
-                                  name='load-%s' % job.address)
-        thread.start()
-        deadline = time.monotonic() + self.timeout
-        if overlap is not None:
-            overlap()
-        thread.join(max(0.0, deadline - time.monotonic()))
-        if thread.is_alive():
-            return 'the load did not finish within %s s' % self.timeout
-        if box[0] is not None:
-            exc = box[0]
-            return 'the load failed: %s' % (exc if isinstance(
-                exc, base.DriverError) else '%s: %s' % (
-                    type(exc).__name__, exc))
-        return None
-
-    def _setup_privileged(self) -> None:
-        with self._setup_lock:
-            if not self._set_up:
-                self._privileged_setup()
-                self._set_up = True
-
-    def _interrupted_load(self, job: Job) -> Job:
-        """A load whose process died: done, to retry, or failed."""
-        loaded = self._loaded(self._device(job, fresh=True), job)
-        if loaded == job.function_id:
-            return self.journal.step(job, PROGRAMMED,
-                                     detail='found loaded after a restart')
-        if job.attempts < MAX_ATTEMPTS:
-            # Still fenced; the check runs again before the next load.
-            return self.journal.step(job, FENCED,
-                                     detail='load interrupted (%s loaded);'
-                                     ' trying again' % loaded)
-        return self._fail(job, 'the load was interrupted %d times; %s is '
-                          'loaded' % (job.attempts, loaded))
-
-    def _verify(self, job: Job) -> Job:
-        acc = self._device(job, fresh=True)
-        loaded = self._loaded(acc, job)
-        if loaded != job.function_id:
-            return self._fail(job, 'verification failed: region %s shows '
-                              'function %s, not %s' % (
-                                  job.region, loaded, job.function_id))
-        return self.journal.step(job, VERIFIED)
-
-    def _sync_traits(self, job: Job, acc, add=frozenset(),
-                     remove=frozenset(), **check) -> None:
-        """Write the provider's traits as Nova's update computes them.
-
-        Plus ``add``, less ``remove``; the store's owned traits likewise.
-        """
-        row = self.store.devices(job.nodename).get(job.address)
-        owned = (set(acc.traits) | {providers.OWNER_TRAIT}
-                 if acc is not None else set())
-        previous = set(row.owned_traits) if row else set()
-        stale = previous - owned if acc is not None else set()
-        seen = self._seen.setdefault(job.id, {})
-        try:
-            found = self.placement.replace_traits(
-                job.provider, owned, stale, set(add), set(remove),
-                read=seen.pop('traits', None), **check)
-        except ProgrammingError as exc:
-            raise _Stalled(str(exc))
-        now = None
-        if found is not None:
-            now, seen['generation'] = found
-        if acc is not None and row is not None:
-            remembered = owned | (stale & (now or set()))
-            if remembered != previous:
-                self.store.set_owned_traits(job.nodename, job.address,
-                                            remembered)
-
-    def _swap(self, job: Job) -> Job:
-        acc = self._device(job)
-        if self._loaded(acc, job) != job.function_id:
-            return self._fail(job, 'the device changed after it was '
-                              'verified')
-        checked = [json.loads(d) for s, _, d in job.steps
-                   if s == CHECKED and d]
-
-        def changed():
-            # The provider changed since it was proven unallocated (Nova's
-            # update, or worse): prove it again before the write.
-            consumers, _ = self.placement.allocations(job.provider)
-            consumers = set(consumers) - {job.consumer}
-            if consumers:
-                raise _Allocated(sorted(consumers))
-        try:
-            self._sync_traits(
-                job, acc, remove={FAILED_TRAIT}, changed=changed,
-                unchanged_since=checked[-1]['generation'] if checked
-                else None)
-        except _Allocated as exc:
-            return self._fail(job, 'allocated to instance(s) %s while '
-                              'fenced' % ', '.join(exc.args[0]))
-        return self.journal.step(job, TRAITS_SWAPPED)
-
-    def _unfence(self, job: Job) -> Job:
-        if job.step != UNFENCING:
-            job = self.journal.step(job, UNFENCING)
-        reason = job.prev_reason if job.target_state == job.prev_state \
-            else 'programmed by job %s' % job.id
-        self.store.set_state(job.nodename, job.address, job.target_state,
-                             reason)
-        seen = self._seen.get(job.id, {})
-        known = None
-        if 'generation' in seen and 'inventory' in seen:
-            # The provider as the fence left it, at the generation the
-            # trait swap gave it: unless someone wrote in between, the
-            # unfence is one write.
-            known = (seen['generation'], seen['inventory'][1])
-        result = self._apply(job, job.target_state, self._device(job),
-                             known=known)
-        if result.outcome == fencing.FAILED:
-            raise _Stalled('cannot unfence: %s' % result.error)
-        return self.journal.step(job, DONE, status=SUCCEEDED, detail=(
-            json.dumps({'reserved': result.reserved})))
-
-    def _fail(self, job: Job, error: str) -> Job:
-        """Leave the device fenced, ``failed``, with :data:`FAILED_TRAIT`."""
-        at = job.step if job.step != FAILING else None
-        if job.step != FAILING:
-            error = 'failed at step %s: %s' % (at, error)
-            job = self.journal.step(job, FAILING, error=error)
-        self.store.set_state(job.nodename, job.address, state_store.FAILED,
-                             'programming job %s %s' % (job.id, error))
-        acc = self._device(job)
-        result = self._apply(job, state_store.FAILED, acc)
-        if result.outcome == fencing.FAILED:
-            raise _Stalled('cannot fence the failed device: %s'
-                           % result.error)
-        self._sync_traits(job, acc, add={FAILED_TRAIT})
-        return self.journal.step(job, FAILED_STEP, status=FAILED)
-
-    def _rollback(self, job: Job, reason: str) -> Job:
-        """Back to how it was (nothing was loaded): unfence, refuse."""
-        if job.step != ROLLING_BACK:
-            job = self.journal.step(job, ROLLING_BACK, error=reason)
-        self.store.set_state(job.nodename, job.address, job.prev_state,
-                             job.prev_reason)
-        result = self._apply(job, job.prev_state, self._device(job))
-        if result.outcome == fencing.FAILED:
-            raise _Stalled('cannot unfence: %s' % result.error)
-        return self.journal.step(job, ROLLED_BACK, status=REFUSED)

@@ -1,0 +1,21 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The steps of a programming job, after validation.
+
+Each module holds the actions of some steps, each a function of the
+shared :class:`~.context.Context` and the job that journals its step and
+returns the job: :mod:`.fence` (fence, prove unallocated, unfence),
+:mod:`.load` (load, verify), :mod:`.traits` (the trait swap),
+:mod:`.failure` (fail, roll back). :mod:`.dispatch` says which action
+follows each journaled step.
+"""

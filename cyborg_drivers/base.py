@@ -16,8 +16,10 @@ A driver knows one family of hardware. It is loaded by name from the
 ``cyborg_nova.drivers`` entry-point namespace, declares its own options
 under its own group (``[cyborg_<name>]``), and is handed the host's PCI
 snapshot each discovery cycle. Only :meth:`AcceleratorDriver.discover` is
-abstract; the lifecycle hooks have safe defaults so a discovery-only
-driver stays small.
+abstract; health and programming have safe defaults so a discovery-only
+driver stays small. Installing or uninstalling a driver on a host changes
+nothing on its devices (see :mod:`cyborg_nova.lifecycle`), so the
+contract has no setup or teardown step.
 """
 
 from __future__ import annotations
@@ -177,22 +179,6 @@ class AcceleratorDriver(abc.ABC):
         :raises DriverError: if the health state cannot be read at all.
         """
         return []
-
-    def setup(self, accelerator: device_model.Accelerator) -> None:
-        """Prepare ``accelerator`` for guests (bind vfio, enable VFs...).
-
-        :raises NotSupported: the driver has nothing to set up.
-        :raises DriverError: setup failed; the device is left as it was.
-        """
-        raise NotSupported('%s has no setup step' % self.name)
-
-    def teardown(self, accelerator: device_model.Accelerator) -> None:
-        """Undo :meth:`setup`.
-
-        :raises NotSupported: the driver has nothing to tear down.
-        :raises DriverError: teardown failed.
-        """
-        raise NotSupported('%s has no teardown step' % self.name)
 
     def program(self, accelerator: device_model.Accelerator,
                 region: str, bitstream: str) -> None:

@@ -15,7 +15,9 @@
 The generic-driver spec's ``install-driver`` / ``uninstall-driver``: the
 operator's choice is recorded in the host's state store (nova.conf is
 never edited) and overrides ``[cyborg_nova] enabled_drivers``; nova-compute
-and the agent pick it up at their next discovery.
+and the agent pick it up at their next discovery. Installing and
+uninstalling change the devices' states, not the devices: the one change
+made to a device, its VF count, is :func:`update_vfs`.
 """
 
 from __future__ import annotations
@@ -77,28 +79,21 @@ def discover_with(conf: cfg.ConfigOpts, name: str
 
 def install(conf: cfg.ConfigOpts, store: state_store.StateStore,
             nodename: str, name: str) -> list[str]:
-    """Enable driver ``name``, set its devices up and mark them ready.
+    """Enable driver ``name`` and mark its devices ready.
+
+    Nothing is changed on the devices themselves: nova-compute binds a
+    function to vfio-pci when a guest gets it, and an SR-IOV device's VFs
+    are enabled by :func:`update_vfs`.
 
     :returns: one line per device saying what was done.
-    :raises LifecycleError: unknown driver, or a setup step failed (the
-        driver stays as it was).
+    :raises LifecycleError: unknown driver, or its configuration is
+        invalid (nothing is recorded).
     """
     try:
-        driver, found = discover_with(conf, name)
+        _, found = discover_with(conf, name)
     except base.DriverError as exc:
         raise LifecycleError(str(exc))
-    done = []
-    for accelerator in found:
-        try:
-            driver.setup(accelerator)
-            note = 'set up'
-        except base.NotSupported:
-            note = 'nothing to set up'
-        except base.DriverError as exc:
-            raise LifecycleError('setting up %s failed: %s; driver %s not '
-                                 'installed' % (accelerator.address, exc,
-                                                name))
-        done.append('%s: %s' % (accelerator.address, note))
+    done = ['%s: ready' % accelerator.address for accelerator in found]
     store.set_driver(name, True)
     store.sync(nodename, found, state_store.INACTIVE)
     for accelerator in found:
@@ -113,8 +108,9 @@ def uninstall(conf: cfg.ConfigOpts, store: state_store.StateStore,
               nodename: str, name: str, allocations_for) -> list[str]:
     """Disable driver ``name`` unless an instance holds one of its devices.
 
-    Its devices are held (fully reserved at Nova's next update), torn down,
-    and their providers removed by Nova's following updates.
+    Its devices are held (fully reserved at Nova's next update), and their
+    providers removed by Nova's following updates; nothing is changed on
+    the devices themselves (``update_vfs`` to 0 removes VFs).
 
     :param allocations_for: ``rp_uuid -> {consumer: {...}} | None`` (None:
         Placement cannot say, which refuses the uninstall).
@@ -122,7 +118,7 @@ def uninstall(conf: cfg.ConfigOpts, store: state_store.StateStore,
         consumers, i.e. instances) or Placement cannot tell.
     """
     try:
-        driver, found = discover_with(conf, name)
+        _, found = discover_with(conf, name)
     except base.DriverError as exc:
         raise LifecycleError(str(exc))
     for accelerator in found:
@@ -143,14 +139,7 @@ def uninstall(conf: cfg.ConfigOpts, store: state_store.StateStore,
     for accelerator in found:
         store.set_state(nodename, accelerator.address, state_store.HELD,
                         'driver %s uninstalled' % name)
-        try:
-            driver.teardown(accelerator)
-            note = 'held, torn down'
-        except base.NotSupported:
-            note = 'held'
-        except base.DriverError as exc:
-            note = 'held; teardown failed: %s' % exc
-        done.append('%s: %s' % (accelerator.address, note))
+        done.append('%s: held' % accelerator.address)
     store.set_driver(name, False)
     LOG.info('Driver %s uninstalled on %s', name, nodename)
     return done

@@ -22,11 +22,11 @@ from cyborg_nova import placement
 class InstallDriver(command.Command):
     """Enable an accelerator driver on this host and ready its devices.
 
-    Runs the driver's setup for each device it finds (e.g. binding to
-    vfio-pci or enabling VFs, where the driver has such a step), records
-    the driver as installed in the host's state store (overriding
-    [cyborg_nova] enabled_drivers; nova.conf is not edited) and marks its
-    devices ready. nova-compute reports them at its next update.
+    Records the driver as installed in the host's state store (overriding
+    [cyborg_nova] enabled_drivers; nova.conf is not edited) and marks
+    every device it finds ready. Nothing is changed on the devices: the
+    VFs of an SR-IOV device are enabled with update-driver --num-vfs.
+    nova-compute reports the devices at its next update.
     """
 
     def get_parser(self, prog_name):
@@ -50,8 +50,9 @@ class UninstallDriver(command.Command):
 
     Refused while any of its devices holds allocations in Placement (the
     message names the instances). Otherwise its devices are held (fully
-    reserved at nova-compute's next update), torn down, and their
-    providers removed by nova-compute's following updates. Placement
+    reserved at nova-compute's next update) and their providers removed
+    by nova-compute's following updates; the devices themselves are left
+    as they are (update-driver --num-vfs 0 first removes VFs). Placement
     credentials as for "cyborg-nova tree".
     """
 

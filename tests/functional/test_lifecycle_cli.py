@@ -227,6 +227,28 @@ def test_update_driver_changes_vf_count_unless_in_use(crypto_host):
         'ready')
 
 
+def test_install_and_uninstall_change_states_not_devices(crypto_host):
+    # Neither runs a driver step on the devices: an SR-IOV PF keeps the
+    # VFs it has (update-driver is what changes them).
+    host = crypto_host
+    qat = '0000:70:00.0'
+    numvfs = os.path.join(host.root, 'bus', 'pci', 'devices', qat,
+                          'sriov_numvfs')
+    with open(numvfs) as f:
+        before = f.read()
+    host.report()
+    rc, out, err = host.cli('install-driver', 'intel_qat', '--nodename',
+                            NODE)
+    assert rc == 0, err
+    assert '%s: ready\n' % qat in out
+    rc, out, err = host.cli('uninstall-driver', 'intel_qat', '--nodename',
+                            NODE)
+    assert rc == 0, err
+    assert '%s: held\n' % qat in out
+    with open(numvfs) as f:
+        assert f.read() == before
+
+
 @pytest.mark.parametrize('auto_ready, state', [(True, 'ready'),
                                                (False, 'inactive')])
 def test_update_driver_on_a_device_nova_has_not_reported(

@@ -257,12 +257,12 @@ def _why_not(finding: Finding, domains: dict[str, set[str]]) -> str | None:
 _LEFT_ALONE = {
     DOUBLE_ASSIGNMENT: 'which guest should keep the function is for an '
                        'operator to decide; detach it from the other '
-                       '(detach-instance, or edit its definition)',
+                       '(instance-detach, or edit its definition)',
     MISSING_UNITS: 'nova-compute assigns missing units when it next '
                    'builds the guest (hard reboot the instance)',
     EXTRA_UNITS: 'the guest may use every one of them; hard reboot the '
                  'instance to bring its units back to its allocation',
     UNALLOCATED_DEVICE: 'a guest uses a function nothing pays for; '
                         'detach it from the guest, or attach the device '
-                        'to the instance properly (attach-instance)',
+                        'to the instance properly (instance-attach)',
 }

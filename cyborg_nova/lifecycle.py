@@ -12,12 +12,13 @@
 
 """Driver lifecycle on a host: which drivers run, install and uninstall.
 
-The generic-driver spec's ``install-driver`` / ``uninstall-driver``: the
-operator's choice is recorded in the host's state store (nova.conf is
-never edited) and overrides ``[cyborg_nova] enabled_drivers``; nova-compute
-and the agent pick it up at their next discovery. Installing and
-uninstalling change the devices' states, not the devices: the one change
-made to a device, its VF count, is :func:`update_vfs`.
+``cyborg-nova driver-install`` / ``driver-uninstall`` (the generic-driver
+spec's install and uninstall of a driver): the operator's choice is
+recorded in the host's state store (nova.conf is never edited) and
+overrides ``[cyborg_nova] enabled_drivers``; nova-compute and the agent
+pick it up at their next discovery. Installing and uninstalling change
+the devices' states, not the devices: the one change made to a device,
+its VF count, is :func:`update_vfs` (``driver-update``).
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@
 """Writing back, after a host reboot, the VF counts the operator set.
 
 The kernel starts every SR-IOV PF with ``sriov_numvfs`` 0, so the VFs
-``cyborg-nova update-driver --num-vfs`` enabled are gone after a reboot,
+``cyborg-nova driver-update --num-vfs`` enabled are gone after a reboot,
 and with them the functions the unit store says serve instances. The
-counts update-driver recorded in the host's state store are written back
+counts driver-update recorded in the host's state store are written back
 here, before Nova resumes its guests. A PF that cannot get its count back
 is fenced (state ``failed``, with the reason) so that Placement hands out
 nothing of it until the operator has looked.
@@ -53,7 +53,7 @@ class Outcome:
     address: str
     #: :data:`RESTORED`, :data:`UNCHANGED`, :data:`FENCED` or :data:`FAILED`.
     action: str
-    #: The count update-driver recorded.
+    #: The count driver-update recorded.
     recorded: int
     #: ``sriov_numvfs`` found before any write; None if unreadable.
     found: int | None

@@ -199,8 +199,8 @@ def config_files(conf: cfg.ConfigOpts) -> list[str]:
 def driver_names(conf: cfg.ConfigOpts) -> list[str]:
     """The drivers nova-compute runs on this host.
 
-    ``[cyborg_nova] enabled_drivers`` with the host's install-driver and
-    uninstall-driver choices applied; the state store is read only if it
+    ``[cyborg_nova] enabled_drivers`` with the host's driver-install and
+    driver-uninstall choices applied; the state store is read only if it
     exists (a read-only command must not create it).
     """
     path = conf.cyborg_nova.state_path
@@ -265,7 +265,7 @@ def check(entries: Iterable[SpecEntry],
         more = ''
         if len(found) > 1:
             more = ('; and %d more conflict(s), see "cyborg-nova '
-                    'whitelist show"' % (len(found) - 1))
+                    'whitelist-show"' % (len(found) - 1))
         raise WhitelistError(found[0].message() + more)
 
 

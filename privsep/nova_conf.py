@@ -34,7 +34,7 @@ MODE = 0o640
 #: Far more than a host has functions to pass through, small enough that
 #: a runaway caller cannot fill /etc.
 MAX_ENTRIES = 4096
-HEADER = ('# Written by cyborg-nova ("cyborg-nova whitelist sync"); it is\n'
+HEADER = ('# Written by cyborg-nova ("cyborg-nova whitelist-sync"); it is\n'
           '# replaced on every sync: keep your own entries in nova.conf.\n')
 
 _HEX4_RE = re.compile(r'[0-9a-f]{4}')

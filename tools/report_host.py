@@ -74,7 +74,7 @@ def main(argv=None) -> int:
                       group='cyborg_nova')
     store = state.StateStore(args.state_path)
     # As nova-compute: the configured drivers, with the host's
-    # install-driver / uninstall-driver choices applied.
+    # driver-install / driver-uninstall choices applied.
     names = lifecycle.effective_names(conf, store)
     updater = providers.ProviderTreeUpdater(
         discovery.Discoverer(loader.load(conf, names), args.sysfs_root),

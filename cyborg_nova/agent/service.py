@@ -194,7 +194,7 @@ class Agent:
 
     def _reload_drivers(self) -> None:
         # Drivers installed or uninstalled on the host (cyborg-nova
-        # install-driver) take effect at the next discovery, as in
+        # driver-install) take effect at the next discovery, as in
         # nova-compute, so both see the same devices.
         names = lifecycle.effective_names(self.conf, self.store)
         if names == self._driver_names:

@@ -10,7 +10,10 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""``attach-instance`` and ``detach-instance`` (the generic-driver spec)."""
+"""``instance-attach``, ``instance-detach``: the generic-driver spec's attach.
+
+Their old names are deprecated aliases (:mod:`cyborg_nova.cmd.deprecated`).
+"""
 
 from __future__ import annotations
 
@@ -116,7 +119,7 @@ def _prepare(app, parsed_args):
     return store, client, accelerator, guest
 
 
-class AttachInstance(command.Command):
+class InstanceAttach(command.Command):
     """Hot-plug an accelerator into an instance running on this host.
 
     Adds the accelerator's resource class (--count of it) to the
@@ -153,7 +156,7 @@ class AttachInstance(command.Command):
                result.provider, result.server, ', '.join(result.units)))
 
 
-class DetachInstance(command.Command):
+class InstanceDetach(command.Command):
     """Hot-unplug an accelerator from an instance running on this host.
 
     Asks the guest to release every unit of the accelerator it holds and

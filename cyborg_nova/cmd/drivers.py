@@ -26,15 +26,15 @@ class DriverList(lister.Lister):
 
     Drivers are entry points in the cyborg_nova.drivers namespace;
     "enabled" means nova-compute runs it: listed in [cyborg_nova]
-    enabled_drivers of the config read, with this host's install-driver /
-    uninstall-driver choices applied; "needs config" drivers report
+    enabled_drivers of the config read, with this host's driver-install /
+    driver-uninstall choices applied; "needs config" drivers report
     nothing until their option group is filled in.
     """
 
     def take_action(self, parsed_args):
         conf = self.app.conf
         # What nova-compute runs: the configuration with this host's
-        # install-driver / uninstall-driver choices applied.
+        # driver-install / driver-uninstall choices applied.
         enabled = lifecycle.effective_names(
             conf, hostargs.existing_store(conf))
         rows = []

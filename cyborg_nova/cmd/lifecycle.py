@@ -10,7 +10,12 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""``install-driver`` and ``uninstall-driver`` (the generic-driver spec)."""
+"""``driver-install``, ``driver-uninstall``, ``driver-update``.
+
+The generic-driver spec's install and uninstall of a driver, and a change
+of its devices' VF count. Their old names are deprecated aliases
+(:mod:`cyborg_nova.cmd.deprecated`).
+"""
 
 from cliff import command
 
@@ -19,13 +24,13 @@ from cyborg_nova import lifecycle
 from cyborg_nova import placement
 
 
-class InstallDriver(command.Command):
+class DriverInstall(command.Command):
     """Enable an accelerator driver on this host and ready its devices.
 
     Records the driver as installed in the host's state store (overriding
     [cyborg_nova] enabled_drivers; nova.conf is not edited) and marks
     every device it finds ready. Nothing is changed on the devices: the
-    VFs of an SR-IOV device are enabled with update-driver --num-vfs.
+    VFs of an SR-IOV device are enabled with driver-update --num-vfs.
     nova-compute reports the devices at its next update.
     """
 
@@ -45,14 +50,14 @@ class InstallDriver(command.Command):
                               % (parsed_args.driver, len(done)))
 
 
-class UninstallDriver(command.Command):
+class DriverUninstall(command.Command):
     """Disable an accelerator driver on this host.
 
     Refused while any of its devices holds allocations in Placement (the
     message names the instances). Otherwise its devices are held (fully
     reserved at nova-compute's next update) and their providers removed
     by nova-compute's following updates; the devices themselves are left
-    as they are (update-driver --num-vfs 0 first removes VFs). Placement
+    as they are (driver-update --num-vfs 0 first removes VFs). Placement
     credentials as for "cyborg-nova tree".
     """
 
@@ -75,7 +80,7 @@ class UninstallDriver(command.Command):
                               % parsed_args.driver)
 
 
-class UpdateDriver(command.Command):
+class DriverUpdate(command.Command):
     """Change a driver's devices on this host, e.g. their VF count.
 
     --num-vfs N sets the number of SR-IOV VFs of the driver's devices (or

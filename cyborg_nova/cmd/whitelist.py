@@ -10,7 +10,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""``whitelist show`` and ``whitelist sync``: Nova's [pci] device_spec."""
+"""``whitelist-show`` and ``whitelist-sync``: Nova's [pci] device_spec."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ class WhitelistShow(lister.Lister):
     """List Nova's [pci] device_spec entries and what they match here.
 
     Reads device_spec from the configuration files (and the drop-in that
-    "whitelist sync" writes, [cyborg_nova_privsep] pci_device_spec_file)
+    "whitelist-sync" writes, [cyborg_nova_privsep] pci_device_spec_file)
     with Nova's own parser, and matches each entry against this host's PCI
     functions as Nova would. "conflicts" lists the functions an entry
     matches that cyborg-nova manages (the accelerators of the drivers

@@ -58,7 +58,7 @@ Related options:
         'pci_device_spec_file',
         default=DEFAULT_DEVICE_SPEC_FILE,
         help="""
-The oslo.config drop-in that ``cyborg-nova whitelist sync`` writes Nova's
+The oslo.config drop-in that ``cyborg-nova whitelist-sync`` writes Nova's
 ``[pci] device_spec`` to (an absolute path). The file is replaced
 atomically and always holds only what the last sync wrote; entries
 operators keep in ``nova.conf`` itself are not touched.

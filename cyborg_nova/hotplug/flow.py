@@ -12,9 +12,9 @@
 
 """Attach and detach: the three records changed in order, or undone.
 
-The generic-driver spec's ``attach-instance`` / ``detach-instance``, run on
-the compute host of the instance. Three records must agree about which
-instance holds which device:
+``cyborg-nova instance-attach`` / ``instance-detach`` (the generic-driver
+spec's attach and detach), run on the compute host of the instance. Three
+records must agree about which instance holds which device:
 
 - the instance's allocations in Placement (what the scheduler counts;
   :mod:`cyborg_nova.hotplug.allocations`);
@@ -198,7 +198,7 @@ def attach(client, store: state_store.StateStore, nodename: str, guest,
             raise AttachError(
                 '%s; the allocation of %s %s on provider %s may have been '
                 'written and could not be checked (%s): run '
-                'detach-instance once Placement answers'
+                'instance-detach once Placement answers'
                 % (exc, count, rc, provider, again))
         raise AttachError('%s; nothing was changed' % exc)
 
@@ -210,7 +210,7 @@ def attach(client, store: state_store.StateStore, nodename: str, guest,
             except AttachError as exc:
                 return AttachError(
                     '%s; and %s could not be unplugged again (%s): they '
-                    'stay attached and allocated, run detach-instance '
+                    'stay attached and allocated, run instance-detach '
                     'once the guest answers' % (reason, ', '.join(plugged),
                                                 exc))
         store_assignments.release(server, provider)
@@ -282,7 +282,7 @@ def detach(client, store: state_store.StateStore, nodename: str, guest,
         change_allocations(client, server, without(provider))
     except AttachError as exc:
         raise AttachError('%s left instance %s but its allocation could not '
-                          'be removed: %s; run detach-instance again'
+                          'be removed: %s; run instance-detach again'
                           % (accelerator.address, server, exc))
     LOG.info('Detached %s of accelerator %s from instance %s (%s)',
              ', '.join(units) or 'nothing', accelerator.address, server,

@@ -189,7 +189,7 @@ class StateStore(database.Database):
         """Drivers installed (True) or uninstalled (False) on this host.
 
         These override ``[cyborg_nova] enabled_drivers``: the operator's
-        install-driver / uninstall-driver commands record them here, so
+        driver-install / driver-uninstall commands record them here, so
         nova.conf is never edited.
         """
         with self._connect() as db:

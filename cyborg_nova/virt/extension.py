@@ -150,7 +150,7 @@ class AcceleratorProviderMixin:
         # the fake drivers set them there, libvirt asks its now open
         # connection for the hypervisor hostname. Nova's own node lookup
         # right after init_host is built on the same names, and they are
-        # the nodenames of the updates (and of update-driver's
+        # the nodenames of the updates (and of driver-update's
         # --nodename), so the store's rows are found under them.
         for nodename in self.get_available_nodes(refresh=False) or ():
             if not store.vf_counts(nodename):

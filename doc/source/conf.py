@@ -25,7 +25,8 @@ TOP = os.path.dirname(os.path.dirname(HERE))
 # The package is normally installed (tox installs it); this also lets a
 # plain sphinx-build from a source checkout import it.
 sys.path.insert(0, TOP)
-# Local extensions (openapi_table renders the REST API reference).
+# Local extensions (openapi_table renders the REST API reference,
+# cli_commands the commands of cyborg-nova without their old names).
 sys.path.insert(0, os.path.join(HERE, '_ext'))
 
 # -- General -----------------------------------------------------------------
@@ -40,6 +41,7 @@ extensions = [
     'oslo_config.sphinxext',
     'oslo_config.sphinxconfiggen',
     'openapi_table',
+    'cli_commands',
 ]
 
 master_doc = 'index'

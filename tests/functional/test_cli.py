@@ -19,6 +19,9 @@ import sys
 
 import pytest
 
+from cyborg_nova.cmd import deprecated
+from cyborg_nova import state
+
 CLI = os.path.join(os.path.dirname(sys.executable), 'cyborg-nova')
 KEYS = {'address', 'vendor_id', 'product_id', 'driver', 'resource_class',
         'traits', 'total', 'numa_node'}
@@ -136,3 +139,47 @@ def test_driver_list():
     assert rows['nvidia_gpu']['enabled'] is True
     assert rows['generic']['needs_config'] is True
     assert rows['nic_sriov']['config_group'] == 'cyborg_nic_sriov'
+
+
+#: A run of each renamed command that reaches its action and changes
+#: nothing: arguments it refuses, or a dry run.
+RENAMED_RUNS = {
+    'driver-install': ['warp_drive'],
+    'driver-uninstall': ['warp_drive'],
+    'driver-update': ['warp_drive', '--num-vfs', '1'],
+    'instance-attach': ['not-a-uuid', '--device', '0000:3b:00.0'],
+    'instance-detach': ['not-a-uuid', '--device', '0000:3b:00.0'],
+    'whitelist-show': [],
+    'whitelist-sync': ['--dry-run'],
+}
+
+
+@pytest.mark.parametrize('old, new', sorted(deprecated.RENAMED.items()))
+def test_an_old_name_runs_its_command_and_warns(old, new, tmp_path,
+                                                host_tree, monkeypatch):
+    # No Placement credentials from the environment: both names are
+    # refused the same way.
+    for key in [k for k in os.environ if k.startswith('OS_')]:
+        monkeypatch.delenv(key)
+    conf = tmp_path / 'nova.conf'
+    conf.write_text('[cyborg_nova]\nsysfs_root = %s\nstate_path = %s\n'
+                    % (host_tree('gpu-host'), tmp_path / 'state.sqlite'))
+    # Created now: the first command to open it would say so on stderr.
+    state.StateStore(str(tmp_path / 'state.sqlite'))
+    args = RENAMED_RUNS[new]
+    rc, out, err = cli(new, *args, config=str(conf))
+    assert 'deprecated' not in err and 'Traceback' not in err
+    assert (rc, out) != (0, '') or new == 'whitelist-show', err
+    assert cli(*old.split(), *args, config=str(conf)) == (
+        rc, out, '"%s" is deprecated, use "%s"\n%s' % (old, new, err))
+
+
+def test_help_lists_new_names_not_old_ones():
+    rc, out, _ = cli('--help')
+    assert rc == 0
+    listed = {line.split()[0] for line in out.split('Commands:')[1]
+              .splitlines() if line.startswith('  ')}
+    assert set(deprecated.RENAMED.values()) <= listed
+    assert not listed & {'install-driver', 'uninstall-driver',
+                         'update-driver', 'attach-instance',
+                         'detach-instance', 'whitelist'}

@@ -134,7 +134,7 @@ def test_device_state_and_driver_lifecycle(host):
         'allocations': {pac['uuid']: {'resources': {'FPGA': 1}}},
         'project_id': str(uuid.uuid4()), 'user_id': str(uuid.uuid4()),
         'consumer_generation': None, 'consumer_type': 'INSTANCE'})
-    rc, out, err = host.cli('uninstall-driver', 'intel_fpga',
+    rc, out, err = host.cli('driver-uninstall', 'intel_fpga',
                             '--nodename', NODE)
     assert rc == 1
     assert 'Traceback' not in err
@@ -144,7 +144,7 @@ def test_device_state_and_driver_lifecycle(host):
 
     # Free: uninstalled; two updates later no provider of it is left.
     host.placement('DELETE', '/allocations/%s' % consumer)
-    rc, out, err = host.cli('uninstall-driver', 'intel_fpga',
+    rc, out, err = host.cli('driver-uninstall', 'intel_fpga',
                             '--nodename', NODE)
     assert rc == 0, err
     assert 'driver intel_fpga uninstalled' in out
@@ -154,7 +154,7 @@ def test_device_state_and_driver_lifecycle(host):
     assert names == {NODE, '%s_accelerator_0000:d8:00.0' % NODE}
 
     # Installed again: ready at once, reported again.
-    rc, out, err = host.cli('install-driver', 'intel_fpga',
+    rc, out, err = host.cli('driver-install', 'intel_fpga',
                             '--nodename', NODE)
     assert rc == 0, err
     assert 'driver intel_fpga installed: 2 device(s) ready' in out
@@ -173,7 +173,7 @@ def test_service_list_and_bad_input(host):
     assert rc == 1 and 'no device 0000:99:00.0' in err
     rc, _, err = host.cli('device-set-state', PAC, 'sleepy')
     assert rc == 2 and 'invalid choice' in err
-    rc, _, err = host.cli('install-driver', 'warp_drive')
+    rc, _, err = host.cli('driver-install', 'warp_drive')
     assert rc == 1 and "unknown driver 'warp_drive'" in err
     assert 'Traceback' not in err
 
@@ -183,7 +183,7 @@ def test_update_driver_changes_vf_count_unless_in_use(crypto_host):
     qat = '0000:70:00.0'
     host.report()
     assert host.inventory(qat)['CUSTOM_QAT']['total'] == 16
-    rc, out, err = host.cli('update-driver', 'intel_qat', '--num-vfs', '8',
+    rc, out, err = host.cli('driver-update', 'intel_qat', '--num-vfs', '8',
                             '--device', qat, '--nodename', NODE)
     assert rc == 0, err
     assert '%s: 16 -> 8 VFs' % qat in out
@@ -208,14 +208,14 @@ def test_update_driver_changes_vf_count_unless_in_use(crypto_host):
         'allocations': {uuid_: {'resources': {'CUSTOM_QAT': 1}}},
         'project_id': str(uuid.uuid4()), 'user_id': str(uuid.uuid4()),
         'consumer_generation': None, 'consumer_type': 'INSTANCE'})
-    rc, _, err = host.cli('update-driver', 'intel_qat', '--num-vfs', '4',
+    rc, _, err = host.cli('driver-update', 'intel_qat', '--num-vfs', '4',
                           '--device', qat, '--nodename', NODE)
     assert rc == 1 and consumer in err and 'Traceback' not in err
     with open(numvfs) as f:
         assert f.read().strip() == '8'
     # Out of range: refused before anything is held or written.
     host.placement('DELETE', '/allocations/%s' % consumer)
-    rc, _, err = host.cli('update-driver', 'intel_qat', '--num-vfs', '99',
+    rc, _, err = host.cli('driver-update', 'intel_qat', '--num-vfs', '99',
                           '--device', qat, '--nodename', NODE)
     assert rc == 1 and 'out of range' in err
     with open(numvfs) as f:
@@ -229,7 +229,7 @@ def test_update_driver_changes_vf_count_unless_in_use(crypto_host):
 
 def test_install_and_uninstall_change_states_not_devices(crypto_host):
     # Neither runs a driver step on the devices: an SR-IOV PF keeps the
-    # VFs it has (update-driver is what changes them).
+    # VFs it has (driver-update is what changes them).
     host = crypto_host
     qat = '0000:70:00.0'
     numvfs = os.path.join(host.root, 'bus', 'pci', 'devices', qat,
@@ -237,11 +237,11 @@ def test_install_and_uninstall_change_states_not_devices(crypto_host):
     with open(numvfs) as f:
         before = f.read()
     host.report()
-    rc, out, err = host.cli('install-driver', 'intel_qat', '--nodename',
+    rc, out, err = host.cli('driver-install', 'intel_qat', '--nodename',
                             NODE)
     assert rc == 0, err
     assert '%s: ready\n' % qat in out
-    rc, out, err = host.cli('uninstall-driver', 'intel_qat', '--nodename',
+    rc, out, err = host.cli('driver-uninstall', 'intel_qat', '--nodename',
                             NODE)
     assert rc == 0, err
     assert '%s: held\n' % qat in out
@@ -256,7 +256,7 @@ def test_update_driver_on_a_device_nova_has_not_reported(
     # The first to see the device: it starts as nova-compute's update
     # would start it ([cyborg_nova] auto_ready), and keeps that state
     # once the VF count is changed (seen on a real kernel: a device that
-    # update-driver met first stayed inactive, fully reserved, with
+    # driver-update met first stayed inactive, fully reserved, with
     # auto_ready set).
     server = placement_fixture.PlacementServer()
     server.setUp()
@@ -264,7 +264,7 @@ def test_update_driver_on_a_device_nova_has_not_reported(
         host = make_host(tmp_path, server, 'crypto-nic-host', 'intel_qat',
                          auto_ready=auto_ready)
         qat = '0000:70:00.0'
-        rc, out, err = host.cli('update-driver', 'intel_qat', '--num-vfs',
+        rc, out, err = host.cli('driver-update', 'intel_qat', '--num-vfs',
                                 '8', '--device', qat, '--nodename', NODE)
         assert rc == 0, err
         rc, out, _ = host.cli('device-list', '--nodename', NODE, '-f',
@@ -281,7 +281,7 @@ def test_update_driver_on_a_device_nova_has_not_reported(
 
 def test_driver_list_and_discover_enabled_follow_host_choices(host):
     host.report()
-    rc, out, err = host.cli('uninstall-driver', 'intel_fpga',
+    rc, out, err = host.cli('driver-uninstall', 'intel_fpga',
                             '--nodename', NODE)
     assert rc == 0, err
     rc, out, err = host.cli('driver-list', '-f', 'json')

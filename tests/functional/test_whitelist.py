@@ -12,7 +12,7 @@
 
 """Nova's [pci] device_spec kept consistent with cyborg-nova.
 
-The module's functions in-process, then ``cyborg-nova whitelist show`` and
+The module's functions in-process, then ``cyborg-nova whitelist-show`` and
 ``sync`` as an operator runs them, with the drop-in written by a real
 privsep daemon. Nova's own option definitions and parser decide what a
 device_spec entry matches, here as in nova-compute.
@@ -44,8 +44,8 @@ import sys
 from cyborg_nova.cmd import cli
 from cyborg_nova.cmd import whitelist
 app = cli.CyborgNovaApp()
-app.command_manager.add_command('whitelist show', whitelist.WhitelistShow)
-app.command_manager.add_command('whitelist sync', whitelist.WhitelistSync)
+app.command_manager.add_command('whitelist-show', whitelist.WhitelistShow)
+app.command_manager.add_command('whitelist-sync', whitelist.WhitelistSync)
 sys.exit(app.run(sys.argv[1:]))
 """
 A10 = '0000:af:00.0'        # 10de:2236, an nvidia_gpu accelerator
@@ -236,7 +236,7 @@ def test_show_lists_entries_matches_and_conflicts(host):
     h.write_conf('device_spec = {"vendor_id": "10de", '
                  '"product_id": "2236"}\n'
                  'device_spec = {"address": "%s"}\n' % NVME)
-    rc, out, err = h.cli('whitelist', 'show', '-f', 'json')
+    rc, out, err = h.cli('whitelist-show', '-f', 'json')
     assert rc == 0, err
     rows = json.loads(out)
     assert [(r['source'], r['matches'], r['conflicts']) for r in rows] == [
@@ -249,7 +249,7 @@ def test_sync_refuses_while_nova_claims_a_managed_device(host):
     h = host()
     h.write_conf('device_spec = {"vendor_id": "10de", '
                  '"product_id": "2236"}\n')
-    rc, out, err = h.cli('whitelist', 'sync', '--passthrough', NVME)
+    rc, out, err = h.cli('whitelist-sync', '--passthrough', NVME)
     assert rc == 1 and 'Traceback' not in err
     assert len(err.strip().splitlines()) == 1
     assert err.startswith('Nova\'s [pci] device_spec entry {"product_id": '
@@ -260,7 +260,7 @@ def test_sync_refuses_while_nova_claims_a_managed_device(host):
 
 def test_sync_refuses_a_managed_passthrough(host):
     h = host()
-    rc, _, err = h.cli('whitelist', 'sync', '--passthrough', A10)
+    rc, _, err = h.cli('whitelist-sync', '--passthrough', A10)
     assert rc == 1 and 'Traceback' not in err
     assert err.startswith('--passthrough %s: %s (accelerator of driver '
                           'nvidia_gpu) is managed by cyborg-nova' % (A10, A10))
@@ -269,7 +269,7 @@ def test_sync_refuses_a_managed_passthrough(host):
 
 def test_sync_writes_the_drop_in_through_privsep(host):
     h = host()
-    rc, out, err = h.cli('whitelist', 'sync', '--passthrough',
+    rc, out, err = h.cli('whitelist-sync', '--passthrough',
                          NVME + ':CUSTOM_NVME:CUSTOM_FAST')
     assert rc == 0, err
     assert out.splitlines() == [
@@ -280,16 +280,16 @@ def test_sync_writes_the_drop_in_through_privsep(host):
                                'traits': 'CUSTOM_FAST'}
     assert oct(os.stat(h.drop_in).st_mode & 0o777) == oct(0o640)
 
-    rc, out, _ = h.cli('whitelist', 'sync', '--passthrough',
+    rc, out, _ = h.cli('whitelist-sync', '--passthrough',
                        NVME + ':CUSTOM_NVME:CUSTOM_FAST')
     assert rc == 0 and out == '%s is up to date; nothing to restart\n' \
         % h.drop_in
     # show reads the drop-in too, as nova-compute does with --config-dir.
-    rc, out, _ = h.cli('whitelist', 'show', '-f', 'json')
+    rc, out, _ = h.cli('whitelist-show', '-f', 'json')
     assert [(r['source'], r['matches']) for r in json.loads(out)] == [
         (h.drop_in, [NVME])]
 
-    rc, out, err = h.cli('whitelist', 'sync')
+    rc, out, err = h.cli('whitelist-sync')
     assert rc == 0, err
     assert out.startswith('wrote 0 device_spec entries')
     assert nova_reads(h.drop_in) == []
@@ -297,7 +297,7 @@ def test_sync_writes_the_drop_in_through_privsep(host):
 
 def test_sync_dry_run_writes_nothing(host):
     h = host()
-    rc, out, err = h.cli('whitelist', 'sync', '--dry-run', '--passthrough',
+    rc, out, err = h.cli('whitelist-sync', '--dry-run', '--passthrough',
                          NVME)
     assert rc == 0, err
     assert out.endswith('[pci]\ndevice_spec = {"address": "%s", '

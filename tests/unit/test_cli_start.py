@@ -139,7 +139,7 @@ def test_help_imports_no_nova():
     out, err, report = run_cli(['--help'])
     assert report['rc'] in (0, None), err
     # Every command was loaded to list its one-liner.
-    assert 'discover' in out and 'attach-instance' in out, out
+    assert 'discover' in out and 'instance-attach' in out, out
     assert 'Could not load' not in out, out
     assert_no_nova(['--help'], report)
 

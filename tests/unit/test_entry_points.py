@@ -52,8 +52,8 @@ def test_driver_contract_documents_raises():
     for name in ('discover', 'health', 'program'):
         doc = getattr(base.AcceleratorDriver, name).__doc__
         assert ':raises' in doc, name
-    # install-driver and uninstall-driver change no device: no driver
-    # step runs then (the VF count is update-driver's).
+    # driver-install and driver-uninstall change no device: no driver
+    # step runs then (the VF count is driver-update's).
     assert not hasattr(base.AcceleratorDriver, 'setup')
     assert not hasattr(base.AcceleratorDriver, 'teardown')
 

@@ -54,8 +54,8 @@ CLI = """
 import sys
 from cyborg_nova.cmd import attach, cli
 app = cli.CyborgNovaApp()
-app.command_manager.add_command('attach-instance', attach.AttachInstance)
-app.command_manager.add_command('detach-instance', attach.DetachInstance)
+app.command_manager.add_command('instance-attach', attach.InstanceAttach)
+app.command_manager.add_command('instance-detach', attach.InstanceDetach)
 sys.exit(app.run(sys.argv[1:]))
 """
 

@@ -10,7 +10,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""``cyborg-nova attach-instance`` / ``detach-instance``, for real.
+"""``cyborg-nova instance-attach`` / ``instance-detach``, for real.
 
 The production path: PCI hostdevs built with Nova's config classes,
 against a real libvirtd and a real Placement. This host has no IOMMU, so
@@ -51,7 +51,7 @@ def test_attach_refused_by_libvirt_changes_nothing(host, domains, by):
     booted = host.boot(domain.server)
     xml, definition = domain.xml(), domain.xml(inactive=True)
     device = PF if by == 'address' else host.provider(PF)
-    rc, out, err = host.cli('attach-instance', domain.server, '--device',
+    rc, out, err = host.cli('instance-attach', domain.server, '--device',
                             device, '--count', '2')
     assert rc == 1, (out, err)
     line = _one_line_error(err)
@@ -75,7 +75,7 @@ def test_attach_to_stopped_instance_then_detach(host, domains):
     domain = domains(running=False)
     booted = host.boot(domain.server)
     rp = host.provider(PF)
-    rc, out, err = host.cli('attach-instance', domain.server, '--device',
+    rc, out, err = host.cli('instance-attach', domain.server, '--device',
                             PF)
     assert rc == 0, err
     unit = host.accelerators[PF].units[0]
@@ -88,7 +88,7 @@ def test_attach_to_stopped_instance_then_detach(host, domains):
     assert ("<address domain='0x0000' bus='0x%s' slot='0x00' "
             "function='0x1'/>" % bus) in domain.xml(inactive=True)
 
-    rc, out, err = host.cli('detach-instance', domain.server, '--device',
+    rc, out, err = host.cli('instance-detach', domain.server, '--device',
                             rp, '--timeout', '5')
     assert rc == 0, err
     assert out == 'detached %s (provider %s) from instance %s: %s\n' % (
@@ -106,28 +106,28 @@ def test_bad_input_is_refused_before_anything_changes(host, domains):
     xml = domain.xml()
     other = str(uuid.uuid4())
     cases = [
-        (['attach-instance', domain.server, '--device', 'nonsense'],
+        (['instance-attach', domain.server, '--device', 'nonsense'],
          "'nonsense' is neither a PCI address (e.g. 0000:3b:00.0) nor a "
          "resource provider uuid"),
-        (['attach-instance', domain.server, '--device', other],
+        (['instance-attach', domain.server, '--device', other],
          'no accelerator of %s has provider %s'
          % (host.nodename, other)),
-        (['attach-instance', domain.server, '--device', '0000:00:04.0'],
+        (['instance-attach', domain.server, '--device', '0000:00:04.0'],
          '0000:00:04.0 is not an accelerator cyborg-nova manages on this '
          'host'),
-        (['attach-instance', domain.server, '--device', '0000:70:00.1'],
+        (['instance-attach', domain.server, '--device', '0000:70:00.1'],
          '0000:70:00.1 is a unit of accelerator 0000:70:00.0'),
-        (['attach-instance', other, '--device', PF],
+        (['instance-attach', other, '--device', PF],
          'no instance %s on this host' % other),
-        (['attach-instance', 'not-a-uuid', '--device', PF],
+        (['instance-attach', 'not-a-uuid', '--device', PF],
          "'not-a-uuid' is not an instance uuid"),
-        (['attach-instance', domain.server, '--device', PF, '--count',
+        (['instance-attach', domain.server, '--device', PF, '--count',
           '17'],
          'accelerator 0000:70:00.0 has 16 unit(s); cannot attach 17'),
-        (['detach-instance', domain.server, '--device', PF],
+        (['instance-detach', domain.server, '--device', PF],
          'accelerator %s is not attached to instance %s; nothing was '
          'changed' % (PF, domain.server)),
-        (['detach-instance', other, '--device', PF],
+        (['instance-detach', other, '--device', PF],
          'no instance %s on this host' % other),
     ]
     # Each case is a command of its own (~4 s, mostly importing Nova):
@@ -137,7 +137,7 @@ def test_bad_input_is_refused_before_anything_changes(host, domains):
     for (args, message), (rc, out, err) in zip(cases, runs):
         assert rc == 1, (args, out, err)
         assert message in _one_line_error(err), (args, err)
-    rc, out, err = host.cli('attach-instance', domain.server, '--device',
+    rc, out, err = host.cli('instance-attach', domain.server, '--device',
                             PF, '--count', '0')
     assert rc == 2 and 'must be 1 or more' in err
 
@@ -153,7 +153,7 @@ def test_device_not_ready_is_refused(host, domains):
     booted = host.boot(domain.server)
     host.store.set_state(host.nodename, PF, state.HELD, 'maintenance')
     try:
-        rc, out, err = host.cli('attach-instance', domain.server,
+        rc, out, err = host.cli('instance-attach', domain.server,
                                 '--device', PF)
     finally:
         host.store.set_state(host.nodename, PF, state.READY)
@@ -166,7 +166,7 @@ def test_device_not_ready_is_refused(host, domains):
 
 def test_instance_without_allocations_is_refused(host, domains):
     domain = domains()
-    rc, out, err = host.cli('attach-instance', domain.server, '--device',
+    rc, out, err = host.cli('instance-attach', domain.server, '--device',
                             PF)
     assert rc == 1
     assert _one_line_error(err) == (

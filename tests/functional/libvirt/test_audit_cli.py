@@ -256,7 +256,7 @@ def test_fix_releases_the_orphan_and_leaves_the_rest(host, cloud):
         ('double-assignment', thief.server):
             'not fixed: which guest should keep the function is for an '
             'operator to decide; detach it from the other '
-            '(detach-instance, or edit its definition)'}
+            '(instance-detach, or edit its definition)'}
     assert last.startswith('3 inconsistencies found, 1 fixed, 2 remain: ')
     assert cloud.store.of_consumer(ghost) == {}
     assert cloud.store.of_consumer(held) == {cloud.rp: kept}

@@ -12,7 +12,7 @@
 
 """VFs a host reboot took away, written back when nova-compute starts.
 
-The operator's count goes in through update-driver's library call
+The operator's count goes in through driver-update's library call
 (:func:`cyborg_nova.lifecycle.update_vfs`, which records it); the host
 reboot is a fake kernel resetting every PF of the tree to 0 VFs; the
 restart is Nova's own (a new ComputeManager, whose init_host calls the
@@ -59,7 +59,7 @@ class TestVfsAfterReboot(base.AcceleratorTestCase):
         return self.kernel.set_num_vfs(address, count)
 
     def update_driver(self, count):
-        """``update-driver intel_qat --num-vfs COUNT --device QAT``."""
+        """``driver-update intel_qat --num-vfs COUNT --device QAT``."""
         def allocations_for(rp_uuid):
             return self.placement.get('/resource_providers/%s/allocations'
                                       % rp_uuid).body['allocations']

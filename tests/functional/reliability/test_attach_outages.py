@@ -152,7 +152,7 @@ def test_detach_through_an_outage(qat_host, live_placement, domains, when,
     elif (when, method) == ('before', 'PUT'):
         # The guest let go; the allocation stays until a detach again.
         assert isinstance(result, attach.AttachError), result
-        assert 'run detach-instance again' in str(result), result
+        assert 'run instance-detach again' in str(result), result
         assert units == {} and allocated
         assert '<hostdev' not in domain.xml(inactive=True)
     else:

@@ -199,7 +199,7 @@ def test_reprogramming_through_outages(host, live_placement, programmer):
 
 
 def test_driver_uninstall_through_outages(host, live_placement):
-    """``uninstall-driver`` and its provider removal through outages.
+    """``driver-uninstall`` and its provider removal through outages.
 
     Placement is killed in the middle of the uninstall, then during the
     updates of nova-compute that remove the driver's providers.

@@ -88,7 +88,7 @@ def main(argv=None) -> int:
         error, where = None, []
         try:
             # Drivers as nova-compute picks them each cycle (the host's
-            # install-driver / uninstall-driver choices applied).
+            # driver-install / driver-uninstall choices applied).
             updater = providers.ProviderTreeUpdater(
                 discovery.Discoverer(
                     loader.load(conf, lifecycle.effective_names(conf,

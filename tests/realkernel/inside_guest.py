@@ -19,8 +19,8 @@ libvirtd starts L2 under KVM (nested, inside the emulated L1). L2's own
 kernel reports the PCI functions it sees on its serial console.
 
 Then: a hard reboot (the guest destroyed and rebuilt from the store, as
-Nova's does) keeps the same VF; ``cyborg-nova attach-instance`` hot-plugs
-an NVMe VF into the running L2, which sees it, and ``detach-instance``
+Nova's does) keeps the same VF; ``cyborg-nova instance-attach`` hot-plugs
+an NVMe VF into the running L2, which sees it, and ``instance-detach``
 takes it away and gives it back to L1's nvme driver; a VF another guest
 holds is refused, by the unit store and by the kernel's and libvirt's
 own checks.
@@ -244,7 +244,7 @@ def test_live_attach_and_detach_of_a_second_vf(guest):
     provider = l1.provider(nvme)
     held = guest.units()
     started = time.monotonic()
-    rc, out, err = l1.cli('attach-instance', guest.server, '--device', nvme,
+    rc, out, err = l1.cli('instance-attach', guest.server, '--device', nvme,
                           '--libvirt-uri', URI)
     assert rc == 0, err
     sees(guest.console, NVME_VF, 1)
@@ -258,7 +258,7 @@ def test_live_attach_and_detach_of_a_second_vf(guest):
     assert allocations[provider]['resources'] == {'CUSTOM_NVME_FN': 1}
 
     started = time.monotonic()
-    rc, out, err = l1.cli('detach-instance', guest.server, '--device', nvme,
+    rc, out, err = l1.cli('instance-detach', guest.server, '--device', nvme,
                           '--libvirt-uri', URI)
     assert rc == 0, err
     l1.record('l2_live_detach_s', l1.elapsed(started))

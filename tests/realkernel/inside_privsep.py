@@ -58,14 +58,14 @@ def test_update_driver_changes_the_vf_count(pci):
     pf = l1.pf(l1.IGB)
     assert len(l1.vfs(pf)) == 2
     started = time.monotonic()
-    rc, out, err = l1.cli('update-driver', 'nic_sriov', '--num-vfs', '4')
+    rc, out, err = l1.cli('driver-update', 'nic_sriov', '--num-vfs', '4')
     l1.record('update_driver_cli_s', l1.elapsed(started))
     assert rc == 0, err
     assert '%s: 2 -> 4 VFs' % pf in out
     assert l1.attr(pf, 'sriov_numvfs') == '4'
     assert len(l1.wait_vfs(pf, 4)) == 4
     # Back to two, as the other tests expect.
-    rc, out, err = l1.cli('update-driver', 'nic_sriov', '--num-vfs', '2')
+    rc, out, err = l1.cli('driver-update', 'nic_sriov', '--num-vfs', '2')
     assert rc == 0, err
     assert len(l1.wait_vfs(pf, 2)) == 2
 

@@ -12,6 +12,12 @@
 #   tools/mini-cloud.sh --keep      run, test, leave the cloud up
 #   tools/mini-cloud.sh --keep --no-tempest
 #   tools/mini-cloud.sh --stop      stop a cloud left up with --keep
+#   tools/mini-cloud.sh --nova-in-l1
+#                                   instead of the operator commands and
+#                                   tempest: a nova-compute with the libvirt
+#                                   driver in a VM with an SR-IOV NIC, and
+#                                   a server booted onto one of its VFs
+#                                   (tools/mini_cloud_l1.py)
 #
 # Installs what it needs first (idempotent): Debian packages when root,
 # a venv (.venv-cloud, or $MINI_CLOUD_VENV) with the services from PyPI
@@ -70,6 +76,12 @@ case "${1:-}" in
         install_venv
         ;;
 esac
+if [[ " $* " == *" --nova-in-l1 "* ]]; then
+    # nova-compute in the VM runs Nova's libvirt driver from this venv;
+    # the VM's kernel and QEMU come from tools/nested/setup.sh.
+    "$top/tools/install-libvirt-test-deps.sh" "$venv/bin/python"
+    "$top/tools/nested/setup.sh"
+fi
 if [[ ! -x $venv/bin/python ]]; then
     echo "mini-cloud: no venv at $venv" >&2
     exit 1

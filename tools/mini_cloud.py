@@ -45,6 +45,7 @@ import urllib.request
 
 import mini_cloud_conf as conf
 import mini_cloud_crash as crash
+import mini_cloud_l1
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The computes: host name and fake host profile.
@@ -772,6 +773,12 @@ def main():
                         help='skip the tempest plugin tests')
     parser.add_argument('--stop', action='store_true',
                         help='stop a cloud a --keep run left up')
+    parser.add_argument('--nova-in-l1', action='store_true',
+                        help='instead of the operator commands and the '
+                             'tempest tests: a nova-compute with the '
+                             'libvirt driver in a VM with an SR-IOV NIC '
+                             '(tools/nested), and a server booted onto '
+                             'one of its VFs (see mini_cloud_l1.py)')
     args = parser.parse_args()
     if args.stop:
         found = stop_pids(os.path.abspath(args.work_dir))
@@ -792,6 +799,9 @@ def main():
         with open(os.path.join(cloud.work, 'epmd-port'), 'w') as f:
             f.write(str(cloud.port['epmd']))
         log('cloud up in %.0fs' % (time.time() - cloud.started))
+        if args.nova_in_l1:
+            status = mini_cloud_l1.run(cloud)
+            return status
         cloud.operator_commands()
         status = 0
         if not args.no_tempest:

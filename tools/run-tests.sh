@@ -67,8 +67,41 @@ suite() {
     return $rc
 }
 
-suite project "$venv/bin/python" tests --ignore=tests/functional/nova "$@" \
-    || status=1
+# Runs "$@" (a suite) in the background into $reports/<name>.log, its
+# exit code into $reports/<name>.rc; say "finish <name>..." to print the
+# logs once done.
+background() {
+    local name=$1
+    shift
+    echo "   $name started ($(date -u +%H:%M:%S))"
+    ( "$@" > "$reports/$name.log" 2>&1; echo $? > "$reports/$name.rc"
+      echo "   $name finished ($(date -u +%H:%M:%S))" ) &
+}
+
+# Prints the background suites' logs, in order; fails the run if one
+# failed.
+finish() {
+    local name
+    wait
+    for name; do
+        cat "$reports/$name.log"
+        [ "$(cat "$reports/$name.rc" 2>/dev/null)" = 0 ] || status=1
+    done
+}
+
+# The tests that run VMs and whole clouds (the mini-cloud, the real
+# kernel, Nova in L1, the benchmarks' smoke run) mostly wait on other
+# processes: they run beside the rest of the project's tests.
+vms=(tests/functional/test_mini_cloud.py tests/functional/test_nova_in_l1.py
+     tests/functional/realkernel tests/functional/test_benchmarks_smoke.py)
+echo
+echo "== the project's tests, the VMs and clouds beside the rest"
+t0=$SECONDS
+background vms suite vms "$venv/bin/python" "${vms[@]}" "$@"
+suite project "$venv/bin/python" tests --ignore=tests/functional/nova \
+    "${vms[@]/#/--ignore=}" "$@" || status=1
+finish vms
+took "the project's tests" $t0
 
 # Inside Nova's harness, Nova's own database layer now and then fails a
 # write with "Can't upgrade a READER transaction to a WRITER
@@ -104,12 +137,10 @@ nova_suite() {
         tests/functional/nova "$@"
 }
 
-# A lane runs its releases one after another, each into a log of its own
-# (printed whole when the lanes are done) and its exit code beside it.
+# A lane runs its releases one after another.
 lane() {
     local series
     for series in "${lane_series[@]}"; do
-        echo "   nova$series started ($(date -u +%H:%M:%S))"
         nova_suite "$series" "$@" > "$reports/nova$series.log" 2>&1
         echo $? > "$reports/nova$series.rc"
         echo "   nova$series finished ($(date -u +%H:%M:%S))"
@@ -119,7 +150,6 @@ lane() {
 echo
 echo "== the Nova releases, in two lanes: ${NOVA_SERIES[*]}"
 t0=$SECONDS
-pids=()
 # The newest (the longest, with 200 random operations) and every other
 # older release in one lane, the rest in the other.
 for start in 0 1; do
@@ -128,13 +158,8 @@ for start in 0 1; do
         lane_series+=("${NOVA_SERIES[$i]}")
     done
     lane "$@" &
-    pids+=($!)
 done
-wait "${pids[@]}"
-for series in "${NOVA_SERIES[@]}"; do
-    cat "$reports/nova$series.log"
-    [ "$(cat "$reports/nova$series.rc" 2>/dev/null)" = 0 ] || status=1
-done
+finish "${NOVA_SERIES[@]/#/nova}"
 echo
 took "the Nova releases" $t0
 
@@ -149,7 +174,7 @@ if [ "$(id -u)" = 0 ] && [ $# -eq 0 ] && \
 fi
 # Every suite's report, by name: a suite that was stopped left none,
 # which the summary counts as a failure.
-xmls=("$reports/project.xml")
+xmls=("$reports/project.xml" "$reports/vms.xml")
 for series in "${NOVA_SERIES[@]}"; do xmls+=("$reports/nova$series.xml"); done
 "$venv/bin/python" tools/junit_summary.py "${strict[@]}" "${xmls[@]}" \
     || status=1

@@ -19,6 +19,10 @@ import subprocess
 
 import pytest
 
+# A whole cloud or VM: minutes, many more on a loaded machine than the
+# test command's limit for one test.
+pytestmark = pytest.mark.timeout(3000)
+
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))))
 

@@ -141,6 +141,10 @@ cgroup_controllers = [ ]
 namespaces = [ ]
 EOC
     rm -f /etc/libvirt/qemu/networks/autostart/default.xml
+    # L1's /etc is the host's, under L1's overlay: domains the host's
+    # libvirtd has defined are no guests of L1's (removed in the overlay
+    # only).
+    rm -f /etc/libvirt/qemu/*.xml /etc/libvirt/qemu/autostart/*.xml
     virtlogd -d && libvirtd -d || return 1
     for i in $(seq 1 300); do
         virsh -c qemu:///system version > /dev/null 2>&1 && break

@@ -31,7 +31,7 @@ sandbox=(-o APT::Sandbox::User=root)
 codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
 
 # 1. Debian packages
-pkgs=(qemu-system-x86 busybox-static nvme-cli pciutils cpio kmod xz-utils
+pkgs=(qemu-system-x86 qemu-utils busybox-static nvme-cli pciutils cpio kmod xz-utils
       iproute2 udev e2fsprogs libvirt-daemon-system libvirt-clients
       libvirt-daemon-driver-qemu)
 missing=()

@@ -39,6 +39,10 @@ import pytest
 from tests import counts
 from tests.functional.agent import base as agent_base
 
+# A whole cloud or VM: minutes, many more on a loaded machine than the
+# test command's limit for one test.
+pytestmark = pytest.mark.timeout(3000)
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))
 NESTED = os.path.join(REPO, 'tools', 'nested')

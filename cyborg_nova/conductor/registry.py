@@ -57,6 +57,9 @@ class Registry:
         self.store = store
         self.down_time = datetime.timedelta(seconds=down_time)
         self.clock = clock
+        # A claim and its log line, as one: a listing waits for the
+        # monitor's alarm to be written.
+        self._alarming = threading.Lock()
 
     def record(self, agent: db.Agent, now: datetime.datetime) -> dict:
         """The API's view of ``agent`` at ``now``."""
@@ -85,10 +88,13 @@ class Registry:
     def agents(self) -> list[dict]:
         """Every agent with its state; raises any alarm due first.
 
-        So that an agent listed DOWN has had its alarm logged.
+        So that an agent listed DOWN has had its alarm logged: the alarms
+        are claimed at the same moment the states are computed for, and
+        an alarm another thread has claimed is written before this
+        returns.
         """
-        self.check_down()
         now = self.clock()
+        self.check_down(now)
         return [self.record(agent, now) for agent in self.store.list()]
 
     def up_agents(self) -> list[db.Agent]:
@@ -97,18 +103,23 @@ class Registry:
         return [agent for agent in self.store.list()
                 if not agent.is_down(now, self.down_time)]
 
-    def check_down(self) -> list[db.Agent]:
-        """Log the alarm of every agent newly DOWN; those agents."""
-        now = self.clock()
-        newly_down = self.store.claim_down_alarms(now - self.down_time)
-        for agent in newly_down:
-            LOG.warning(
-                'Agent %s is DOWN: no heartbeat since %s (%.1f s ago, '
-                'agent_down_time is %.0f s); endpoint %s, last status %s',
-                agent.host, isoformat(agent.last_seen),
-                (now - agent.last_seen).total_seconds(),
-                self.down_time.total_seconds(), agent.endpoint,
-                agent.status)
+    def check_down(self, now: datetime.datetime | None = None
+                   ) -> list[db.Agent]:
+        """Log the alarm of every agent DOWN at ``now``; those it claimed.
+
+        :param now: the moment to judge at; the clock's now by default.
+        """
+        with self._alarming:
+            now = now or self.clock()
+            newly_down = self.store.claim_down_alarms(now - self.down_time)
+            for agent in newly_down:
+                LOG.warning(
+                    'Agent %s is DOWN: no heartbeat since %s (%.1f s ago, '
+                    'agent_down_time is %.0f s); endpoint %s, last status '
+                    '%s', agent.host, isoformat(agent.last_seen),
+                    (now - agent.last_seen).total_seconds(),
+                    self.down_time.total_seconds(), agent.endpoint,
+                    agent.status)
         return newly_down
 
 

@@ -193,6 +193,72 @@ def test_alarm_logged_once_per_silence(store, caplog):
         'Agent cn1', 'Agent cn1', 'Agent cn2']
 
 
+class SteppingClock(Clock):
+    """A clock that moves on by ``step`` seconds each time it is read."""
+
+    def __init__(self, step):
+        super().__init__()
+        self.step = datetime.timedelta(seconds=step)
+
+    def __call__(self):
+        now = self.now
+        self.now += self.step
+        return now
+
+
+def test_an_agent_listed_down_has_had_its_alarm(store, caplog):
+    # Each reading of the clock is 1 s later: an agent whose silence
+    # turns longer than agent_down_time between two readings must not be
+    # listed DOWN without its alarm (seen under load: the listing read
+    # the clock once to claim alarms and again to judge the states).
+    caplog.set_level(logging.WARNING, logger='cyborg_nova.conductor')
+    clock = SteppingClock(1)
+    reg = registry.Registry(store, down_time=60, clock=clock)
+    reg.hello('cn1', 'http://cn1:1', 'READY')
+    clock.now += datetime.timedelta(seconds=59)
+    for _ in range(5):
+        states = [a['state'] for a in reg.agents()]
+        alarmed = [r for r in caplog.records
+                   if r.levelno == logging.WARNING]
+        assert len(alarmed) == states.count('DOWN'), (states, alarmed)
+
+
+def test_a_listing_waits_for_the_alarm_another_thread_claimed(
+        store, caplog):
+    caplog.set_level(logging.WARNING, logger='cyborg_nova.conductor')
+    clock = Clock()
+    reg = registry.Registry(store, down_time=60, clock=clock)
+    reg.hello('cn1', 'http://cn1:1', 'READY')
+    clock.advance(61)
+    claimed = threading.Event()
+    release = threading.Event()
+    real = store.claim_down_alarms
+
+    def slow_claim(cutoff):
+        # The monitor thread has claimed the alarm and not yet logged it.
+        found = real(cutoff)
+        claimed.set()
+        release.wait(10)
+        return found
+    store.claim_down_alarms = slow_claim
+    monitor = threading.Thread(target=reg.check_down)
+    monitor.start()
+    assert claimed.wait(10)
+    store.claim_down_alarms = real
+    listed = []
+    lister = threading.Thread(target=lambda: listed.extend(reg.agents()))
+    lister.start()
+    lister.join(0.5)
+    # The listing waits for the claim's log line.
+    assert listed == []
+    release.set()
+    monitor.join(10)
+    lister.join(10)
+    assert [a['state'] for a in listed] == ['DOWN']
+    assert len([r for r in caplog.records
+                if r.levelno == logging.WARNING]) == 1
+
+
 def test_monitor_thread_raises_alarm(store, caplog):
     caplog.set_level(logging.WARNING, logger='cyborg_nova.conductor')
     clock = Clock()

@@ -51,6 +51,7 @@ sys.path.insert(0, REPO_ROOT)
 
 from cyborg_nova.cmd import cli  # noqa: E402
 from cyborg_nova.cmd import program as program_cmd  # noqa: E402
+from cyborg_nova import placement  # noqa: E402
 from cyborg_nova import programming  # noqa: E402
 from tests.functional.programming import base  # noqa: E402
 from tests.functional.programming import conftest  # noqa: E402
@@ -87,7 +88,7 @@ def round_trips(programmer: programming.Programmer, uuid: str,
     for _ in range(rounds):
         start = time.perf_counter()
         resp = programmer.client.get(url, raise_exc=False,
-                                     microversion='1.26')
+                                     microversion=placement.MICROVERSION)
         times.append(time.perf_counter() - start)
         assert resp.status_code == 200, resp.text
     return times

@@ -100,7 +100,7 @@ def _prepare(app, parsed_args):
     here: a bad uuid or device, a device no enabled driver manages, an
     instance libvirt does not know.
     """
-    conf = app.conf
+    conf = hostargs.conf(app)
     server = attach.server_uuid(parsed_args.server)
     store = hostargs.store(conf)
     try:
@@ -119,7 +119,7 @@ def _prepare(app, parsed_args):
     return store, client, accelerator, guest
 
 
-class InstanceAttach(command.Command):
+class InstanceAttach(hostargs.HostCommand, command.Command):
     """Hot-plug an accelerator into an instance running on this host.
 
     Adds the accelerator's resource class (--count of it) to the
@@ -156,7 +156,7 @@ class InstanceAttach(command.Command):
                result.provider, result.server, ', '.join(result.units)))
 
 
-class InstanceDetach(command.Command):
+class InstanceDetach(hostargs.HostCommand, command.Command):
     """Hot-unplug an accelerator from an instance running on this host.
 
     Asks the guest to release every unit of the accelerator it holds and

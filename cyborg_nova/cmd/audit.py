@@ -144,7 +144,7 @@ def discovered_units(conf, store, nodename: str) -> dict[str, str] | None:
             for acc in found for unit in acc.units}
 
 
-class Audit(lister.Lister):
+class Audit(hostargs.HostCommand, lister.Lister):
     """Check that Placement, the unit store and the guests agree.
 
     For the accelerator providers of --nodename, reads their allocations
@@ -193,7 +193,7 @@ class Audit(lister.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        conf = self.app.conf
+        conf = hostargs.conf(self.app)
         nodename = parsed_args.nodename
         started = time.time()
         client = hostargs.placement_client(self.app, parsed_args)

@@ -29,6 +29,13 @@ compute host, as cyborg-nova discovers them and reports them to Placement.
 Reads [cyborg_nova] and the driver groups from the config files given with
 --config-file (default: nova.conf where oslo.config finds it)."""
 
+#: The help of ``--config-file`` (and of ``openstack``'s
+#: ``--cyborg-nova-config-file``).
+CONFIG_FILE_HELP = (
+    'A nova.conf-style file to read [cyborg_nova] and driver options from; '
+    'repeat for more. Default: nova.conf as oslo.config finds it '
+    '(/etc/nova/nova.conf).')
+
 
 class CyborgNovaApp(app.App):
     """The cliff application; commands come from ``cyborg_nova.cli``."""
@@ -47,9 +54,7 @@ class CyborgNovaApp(app.App):
         parser.add_argument(
             '--config-file', action='append', default=[],
             metavar='PATH',
-            help='A nova.conf-style file to read [cyborg_nova] and driver '
-                 'options from; repeat for more. Default: nova.conf as '
-                 'oslo.config finds it (/etc/nova/nova.conf).')
+            help=CONFIG_FILE_HELP)
         return parser
 
     def initialize_app(self, argv) -> None:

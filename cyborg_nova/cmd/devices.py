@@ -31,7 +31,7 @@ def _found(conf, store):
         drivers, conf.cyborg_nova.sysfs_root).discover().by_address()
 
 
-class DeviceList(lister.Lister):
+class DeviceList(hostargs.HostCommand, lister.Lister):
     """List this host's accelerators with their lifecycle state.
 
     State comes from the host's state store (shared with nova-compute);
@@ -46,7 +46,7 @@ class DeviceList(lister.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        conf = self.app.conf
+        conf = hostargs.conf(self.app)
         store = hostargs.store(conf)
         found = _found(conf, store)
         rows = []
@@ -64,7 +64,7 @@ class DeviceList(lister.Lister):
                  'reserved', 'problems', 'provider_uuid'), rows)
 
 
-class DeviceShow(show.ShowOne):
+class DeviceShow(hostargs.HostCommand, show.ShowOne):
     """Show one accelerator: state, provider, loaded function, last job.
 
     "state" and "reason" come from the host's state store; "reserved"
@@ -83,7 +83,7 @@ class DeviceShow(show.ShowOne):
     def take_action(self, parsed_args):
         from cyborg_nova import programming
 
-        conf = self.app.conf
+        conf = hostargs.conf(self.app)
         store = hostargs.store(conf)
         nodename, address = parsed_args.nodename, parsed_args.address
         row = store.devices(nodename).get(address)
@@ -120,7 +120,7 @@ class DeviceShow(show.ShowOne):
         return tuple(data), tuple(data.values())
 
 
-class DeviceSetState(command.Command):
+class DeviceSetState(hostargs.HostCommand, command.Command):
     """Set an accelerator's lifecycle state (e.g. mark it ready).
 
     States: inactive, ready, unhealthy, held, programming, failed. Only a
@@ -138,7 +138,7 @@ class DeviceSetState(command.Command):
         return parser
 
     def take_action(self, parsed_args):
-        store = hostargs.store(self.app.conf)
+        store = hostargs.store(hostargs.conf(self.app))
         try:
             store.set_state(parsed_args.nodename, parsed_args.address,
                             parsed_args.state, parsed_args.reason)
@@ -150,7 +150,7 @@ class DeviceSetState(command.Command):
                                                   parsed_args.state))
 
 
-class ServiceList(lister.Lister):
+class ServiceList(hostargs.HostCommand, lister.Lister):
     """List the services each accelerator backend offers.
 
     What a tenant can ask for from each device: QAT services (sym, asym,
@@ -159,7 +159,7 @@ class ServiceList(lister.Lister):
     """
 
     def take_action(self, parsed_args):
-        conf = self.app.conf
+        conf = hostargs.conf(self.app)
         rows = []
         for address, acc in sorted(_found(conf,
                                           hostargs.store(conf)).items()):

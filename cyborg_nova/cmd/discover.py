@@ -29,7 +29,7 @@ LONG_COLUMNS = COLUMNS + ('device_type', 'class_code', 'kernel_driver',
                           'problems')
 
 
-class Discover(lister.Lister):
+class Discover(hostargs.HostCommand, lister.Lister):
     """Discover this host's accelerators from sysfs and list them.
 
     Runs the drivers over one snapshot of <sysfs-root>/bus/pci and prints
@@ -61,7 +61,7 @@ class Discover(lister.Lister):
         return parser
 
     def take_action(self, parsed_args):
-        conf = self.app.conf
+        conf = hostargs.conf(self.app)
         if parsed_args.enabled:
             names = lifecycle.effective_names(
                 conf, hostargs.existing_store(conf))

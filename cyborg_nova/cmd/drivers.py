@@ -21,7 +21,7 @@ from cyborg_nova.cmd import hostargs
 from cyborg_nova import lifecycle
 
 
-class DriverList(lister.Lister):
+class DriverList(hostargs.HostCommand, lister.Lister):
     """List installed accelerator drivers and whether they are enabled.
 
     Drivers are entry points in the cyborg_nova.drivers namespace;
@@ -32,7 +32,7 @@ class DriverList(lister.Lister):
     """
 
     def take_action(self, parsed_args):
-        conf = self.app.conf
+        conf = hostargs.conf(self.app)
         # What nova-compute runs: the configuration with this host's
         # driver-install / driver-uninstall choices applied.
         enabled = lifecycle.effective_names(

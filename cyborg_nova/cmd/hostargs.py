@@ -15,10 +15,34 @@
 import os
 import socket
 
+from oslo_config import cfg
+
 from cyborg_nova import placement
 # In the library (the agent starts privsep too); the commands call it here.
 from cyborg_nova.privileged import start_privsep  # noqa: F401
 from cyborg_nova import state as state_store
+
+
+class HostCommand:
+    """Mixin of every operator command: it acts on this host alone.
+
+    ``openstack`` (osc-lib) logs in to Keystone before a command unless
+    the command says ``auth_required = False``; these need no cloud
+    login, and those that talk to Placement log in on their own.
+    """
+
+    auth_required = False
+
+
+def conf(app) -> cfg.ConfigOpts:
+    """The config a command reads: ``cyborg-nova``'s ``--config-file``.
+
+    Under ``openstack`` the app has no ``conf``: the plugin's client
+    (``app.client_manager.cyborg_nova``) is the config, read from
+    ``--cyborg-nova-config-file``.
+    """
+    loaded = getattr(app, 'conf', None)
+    return loaded if loaded is not None else app.client_manager.cyborg_nova
 
 
 def add_nodename(parser):
@@ -39,9 +63,9 @@ def existing_store(conf) -> state_store.StateStore | None:
 
 
 def placement_client(app, parsed_args):
-    conf = app.conf
-    placement.register_opts(conf)
-    return placement.from_conf(conf) or placement.from_args(parsed_args)
+    loaded = conf(app)
+    placement.register_opts(loaded)
+    return placement.from_conf(loaded) or placement.from_args(parsed_args)
 
 
 def allocations_lookup(client):

@@ -24,7 +24,7 @@ from cyborg_nova import lifecycle
 from cyborg_nova import placement
 
 
-class DriverInstall(command.Command):
+class DriverInstall(hostargs.HostCommand, command.Command):
     """Enable an accelerator driver on this host and ready its devices.
 
     Records the driver as installed in the host's state store (overriding
@@ -41,7 +41,7 @@ class DriverInstall(command.Command):
         return parser
 
     def take_action(self, parsed_args):
-        conf = self.app.conf
+        conf = hostargs.conf(self.app)
         done = lifecycle.install(conf, hostargs.store(conf),
                                  parsed_args.nodename, parsed_args.driver)
         for line in done:
@@ -50,7 +50,7 @@ class DriverInstall(command.Command):
                               % (parsed_args.driver, len(done)))
 
 
-class DriverUninstall(command.Command):
+class DriverUninstall(hostargs.HostCommand, command.Command):
     """Disable an accelerator driver on this host.
 
     Refused while any of its devices holds allocations in Placement (the
@@ -69,7 +69,7 @@ class DriverUninstall(command.Command):
         return parser
 
     def take_action(self, parsed_args):
-        conf = self.app.conf
+        conf = hostargs.conf(self.app)
         client = hostargs.placement_client(self.app, parsed_args)
         done = lifecycle.uninstall(
             conf, hostargs.store(conf), parsed_args.nodename,
@@ -80,7 +80,7 @@ class DriverUninstall(command.Command):
                               % parsed_args.driver)
 
 
-class DriverUpdate(command.Command):
+class DriverUpdate(hostargs.HostCommand, command.Command):
     """Change a driver's devices on this host, e.g. their VF count.
 
     --num-vfs N sets the number of SR-IOV VFs of the driver's devices (or
@@ -105,7 +105,7 @@ class DriverUpdate(command.Command):
         return parser
 
     def take_action(self, parsed_args):
-        conf = self.app.conf
+        conf = hostargs.conf(self.app)
         if parsed_args.num_vfs < 0:
             raise lifecycle.LifecycleError('--num-vfs must be 0 or more')
         client = hostargs.placement_client(self.app, parsed_args)

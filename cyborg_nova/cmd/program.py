@@ -37,7 +37,7 @@ _COLUMNS = ('device', 'job', 'status', 'step', 'function_id', 'error')
 
 def make_programmer(app, parsed_args) -> programming.Programmer:
     """A Programmer with this host's drivers, store and Placement."""
-    conf = app.conf
+    conf = hostargs.conf(app)
     store = hostargs.store(conf)
     client = hostargs.placement_client(app, parsed_args)
     drivers = loader.load(conf, lifecycle.effective_names(conf, store))
@@ -57,7 +57,7 @@ def _row(device: str, outcome) -> tuple:
             outcome.function_id, outcome.error or '')
 
 
-class Program(lister.Lister):
+class Program(hostargs.HostCommand, lister.Lister):
     """Reprogram FPGAs of this host with a bitstream, safely.
 
     The bitstream is a name under [cyborg_nova] bitstream_dir; its header
@@ -137,7 +137,7 @@ class Program(lister.Lister):
         return 1 if getattr(self, 'failed', False) else status
 
 
-class ProgramShow(show.ShowOne):
+class ProgramShow(hostargs.HostCommand, show.ShowOne):
     """Show an FPGA programming job of this host and its journal."""
 
     def get_parser(self, prog_name):
@@ -146,7 +146,8 @@ class ProgramShow(show.ShowOne):
         return parser
 
     def take_action(self, parsed_args):
-        journal = programming.Journal(hostargs.store(self.app.conf))
+        journal = programming.Journal(
+            hostargs.store(hostargs.conf(self.app)))
         job = journal.get(parsed_args.job)
         if job is None:
             raise lifecycle.LifecycleError('no programming job %s on this '

@@ -21,7 +21,7 @@ from cyborg_nova.cmd import hostargs
 from cyborg_nova import placement
 
 
-class Tree(lister.Lister):
+class Tree(hostargs.HostCommand, lister.Lister):
     """Show the nested resource provider tree of one host, or of all.
 
     One row per provider, children under their parent: its inventory

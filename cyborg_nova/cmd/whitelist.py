@@ -37,7 +37,7 @@ def nova_parser() -> whitelist.SpecParser:
     return pci_spec.NovaSpecParser()
 
 
-class WhitelistShow(lister.Lister):
+class WhitelistShow(hostargs.HostCommand, lister.Lister):
     """List Nova's [pci] device_spec entries and what they match here.
 
     Reads device_spec from the configuration files (and the drop-in that
@@ -50,7 +50,7 @@ class WhitelistShow(lister.Lister):
     """
 
     def take_action(self, parsed_args):
-        conf = self.app.conf
+        conf = hostargs.conf(self.app)
         root = conf.cyborg_nova.sysfs_root
         entries = whitelist.read_device_spec(nova_parser(),
                                              whitelist.config_files(conf))
@@ -74,7 +74,7 @@ class WhitelistShow(lister.Lister):
         return ('source', 'entry', 'matches', 'conflicts'), rows
 
 
-class WhitelistSync(command.Command):
+class WhitelistSync(hostargs.HostCommand, command.Command):
     """Hand devices to Nova's PCI passthrough, never managed ones.
 
     Writes [pci] device_spec for the devices given with --passthrough to
@@ -102,7 +102,7 @@ class WhitelistSync(command.Command):
         return parser
 
     def take_action(self, parsed_args):
-        conf = self.app.conf
+        conf = hostargs.conf(self.app)
         plan = whitelist.plan_sync(nova_parser(), conf,
                                    conf.cyborg_nova.sysfs_root,
                                    whitelist.driver_names(conf),

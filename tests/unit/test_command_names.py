@@ -45,12 +45,12 @@ CLI_PAGE = os.path.join('doc', 'source', 'cli', 'index.rst')
 DEPRECATED_SECTION = 'Deprecated names\n================\n'
 
 
-def commands() -> dict:
-    """``{name as typed: command class}`` of setup.cfg's cyborg_nova.cli."""
+def commands(group: str = 'cyborg_nova.cli') -> dict:
+    """``{name as typed: command class}`` of a group in setup.cfg."""
     parser = configparser.ConfigParser()
     parser.read(os.path.join(TOP, 'setup.cfg'))
     found = {}
-    for line in parser['entry_points']['cyborg_nova.cli'].splitlines():
+    for line in parser['entry_points'][group].splitlines():
         if not line.strip() or line.lstrip().startswith('#'):
             continue
         name, _, target = (part.strip() for part in line.partition('='))

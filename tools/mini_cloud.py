@@ -76,6 +76,30 @@ PIDFILE = 'pids'
 RABBITMQ_SERVER = '/usr/lib/rabbitmq/bin/rabbitmq-server'
 
 
+#: Prints the cyborg-nova notifications queued on the broker (its
+#: argument), by event, leaving them queued.
+NOTIFICATIONS = '''
+import collections, json, sys
+import kombu
+counts = collections.Counter()
+with kombu.Connection(sys.argv[1].replace('rabbit://', 'amqp://')) as conn:
+    for queue in ('notifications.info', 'notifications.warn'):
+        channel = conn.channel()
+        while True:
+            try:
+                message = channel.basic_get(queue, no_ack=False)
+            except Exception:
+                break
+            if message is None:
+                break
+            body = json.loads(json.loads(message.body)['oslo.message'])
+            if body['publisher_id'].startswith('cyborg-nova'):
+                counts[body['event_type']] += 1
+print('%d from cyborg-nova (%s)' % (sum(counts.values()), ', '.join(
+    '%s x%d' % item for item in sorted(counts.items())) or 'none'))
+'''
+
+
 def log(msg):
     print('mini-cloud: %s' % msg, flush=True)
 
@@ -679,6 +703,15 @@ class Cloud(object):
         result = subprocess.run(cmd, cwd=workspace, env=self.env())
         return result.returncode
 
+    def notifications(self):
+        """The agents' lifecycle notifications waiting on the broker."""
+        found = subprocess.run(
+            [self.bin('python'), '-c', NOTIFICATIONS, self.c['transport_url']],
+            capture_output=True, text=True, timeout=120, env=self.env())
+        print('NOTIFICATIONS: %s' % (
+            found.stdout.strip() if found.returncode == 0 else
+            'cannot read them: %s' % found.stderr[-2000:]), flush=True)
+
     def stop(self):
         for name, proc in reversed(self.procs):
             stop_group(proc.pid, proc)
@@ -807,6 +840,7 @@ def main():
         if not args.no_tempest:
             status = cloud.tempest()
             log('tempest exit status %d' % status)
+            cloud.notifications()
         keep = args.keep
     except Failure as e:
         log('FAILED: %s' % e)

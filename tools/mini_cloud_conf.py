@@ -203,6 +203,10 @@ def agent(c, host, port, fake_profile=None, fake_tree=None):
             'heartbeat_interval': '5',
             'watch_udev': 'False',
         },
+        # Its lifecycle notifications on the cloud's broker (Nova's own
+        # stay off: the computes' nova.conf says noop).
+        'oslo_messaging_notifications': {
+            'driver': 'messagingv2', 'transport_url': c['transport_url']},
     }
     if fake_profile:
         sections['cyborg_nova'] = {'enabled_drivers': 'fake'}

@@ -13,7 +13,7 @@ venv=${CYBORG_NOVA_VENV:-$top/.venv}
 debs=(python3-venv python3-dev pciutils git)
 if [ "$purpose" = test ]; then
     debs+=(umockdev gir1.2-umockdev-1.0 libumockdev0 libvirt-clients
-           libxml2-utils)
+           libxml2-utils rabbitmq-server)
 fi
 
 missing=()

@@ -117,10 +117,12 @@ class Agent:
         self.store = state_store.StateStore(conf.cyborg_nova.state_path)
         self._driver_names = lifecycle.effective_names(conf, self.store)
         drivers = loader.load(conf, self._driver_names)
+        self.notifier = notifications.Notifier(
+            conf, '%s.%s' % (PROG, self.nodename))
         self.local = host.LocalHost(
             drivers, conf.cyborg_nova.sysfs_root, self.store,
             self.nodename, self._fencer(), conf.cyborg_nova.auto_ready,
-            notifications.Notifier(conf, '%s.%s' % (PROG, self.nodename)))
+            self.notifier)
         self.registry = remote.Registry(opts.driver_failure_threshold,
                                         opts.driver_poll_interval)
         self.discovery = Discovery(self._discover, opts.discovery_interval)
@@ -165,7 +167,8 @@ class Agent:
         return programming.Programmer(
             self.conf, self.store, client, lambda: self.local.drivers,
             self.conf.cyborg_nova.sysfs_root, privileged_setup,
-            on_finished=lambda job: self.request_discovery())
+            on_finished=lambda job: self.request_discovery(),
+            notifier=self.notifier)
 
     def _recover_programs(self) -> None:
         # At start, then now and then: a job whose unfence could not

@@ -18,6 +18,7 @@ Also runnable before the ``cyborg_nova.cli`` entry points are installed:
 
 from __future__ import annotations
 
+import socket
 import sys
 
 from cliff import lister
@@ -28,6 +29,7 @@ from cyborg_nova.cmd import cli
 from cyborg_nova.cmd import columns
 from cyborg_nova.cmd import hostargs
 from cyborg_nova import lifecycle
+from cyborg_nova import notifications
 from cyborg_nova import placement
 from cyborg_nova import privileged
 from cyborg_nova import programming
@@ -47,7 +49,9 @@ def make_programmer(app, parsed_args) -> programming.Programmer:
     privileged.quiet_import('privsep')
     return programming.Programmer(
         conf, store, client, drivers, conf.cyborg_nova.sysfs_root,
-        privileged_setup=lambda: hostargs.start_privsep(conf, 'sysfs_admin'))
+        privileged_setup=lambda: hostargs.start_privsep(conf, 'sysfs_admin'),
+        notifier=notifications.Notifier(
+            conf, 'cyborg-nova-program.%s' % socket.gethostname()))
 
 
 def _row(device: str, outcome) -> tuple:

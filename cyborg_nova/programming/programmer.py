@@ -29,6 +29,7 @@ from typing import Callable, Iterable
 import uuid as uuid_lib
 
 from cyborg_nova import fencing
+from cyborg_nova import notifications
 from cyborg_nova.programming.journal import CREATED
 from cyborg_nova.programming.journal import FAILED
 from cyborg_nova.programming.journal import Job
@@ -66,13 +67,16 @@ class Programmer:
         import oslo.privsep in the main thread first (its eventlet import
         in a worker leaves that worker unjoinable).
     :param on_finished: called with each job that finished.
+    :param notifier: sends ``accelerator.programmed`` for each job that
+        succeeded; None: nothing is sent.
     """
 
     def __init__(self, conf, store: state_store.StateStore, client,
                  drivers, sysfs_root: str,
                  privileged_setup: Callable[[], object] | None = None,
                  on_finished: Callable[[Job], object] | None = None,
-                 lock_dir: str | None = None) -> None:
+                 lock_dir: str | None = None,
+                 notifier: notifications.Notifier | None = None) -> None:
         opts = conf.cyborg_nova
         self.bitstream_dir = opts.bitstream_dir
         self.timeout = opts.program_timeout
@@ -92,6 +96,7 @@ class Programmer:
                              self.validator.discover, self.timeout,
                              privileged_setup)
         self.on_finished = on_finished
+        self.notifier = notifier
         self.lock_dir = lock_dir or os.path.join(
             os.path.dirname(os.path.abspath(store.path)), 'program-locks')
         os.makedirs(self.lock_dir, mode=0o700, exist_ok=True)
@@ -307,6 +312,8 @@ class Programmer:
                 job = self.journal.get(job.id)
             while not job.finished:
                 job = dispatch.advance(self.steps, job)
+            if job.status == SUCCEEDED:
+                self._notify_programmed(job)
         except Stalled as exc:
             LOG.warning('Programming job %s of %s waits at step %s: %s; it '
                         'is resumed by the next recovery', job.id,
@@ -328,3 +335,24 @@ class Programmer:
             except Exception:
                 LOG.exception('After programming job %s', job.id)
         return job
+
+    def _notify_programmed(self, job: Job) -> None:
+        """``accelerator.programmed``: the device as verified in sysfs."""
+        if self.notifier is None or not self.notifier.enabled:
+            return
+        try:
+            acc = self.steps.device(job)
+            row = self.store.devices(job.nodename).get(job.address)
+            if acc is None:
+                return
+            self.notifier.emit(
+                'programmed', acc, job.nodename,
+                row.state if row else None, programming={
+                    'job': job.id, 'region': job.region,
+                    'bitstream': job.bitstream,
+                    'function_id': job.function_id,
+                    'previous_function_id': job.old_function_id})
+        except Exception:
+            # The device is programmed whatever the notification does.
+            LOG.exception('Cannot notify that job %s programmed %s',
+                          job.id, job.address)

@@ -36,6 +36,7 @@ from cyborg_drivers import discovery
 from cyborg_drivers import loader
 from cyborg_nova import conf as cn_conf
 from cyborg_nova import lifecycle
+from cyborg_nova import notifications
 from cyborg_nova import programming
 from cyborg_nova import providers
 from cyborg_nova import restore
@@ -171,7 +172,9 @@ class AcceleratorProviderMixin:
             self._accelerator_programmer = programming.Programmer(
                 CONF, self._accelerator_store, client,
                 lambda: self._updater().discoverer.drivers,
-                CONF.cyborg_nova.sysfs_root)
+                CONF.cyborg_nova.sysfs_root,
+                notifier=notifications.Notifier(
+                    CONF, 'cyborg-nova-compute.%s' % CONF.host))
             # Jobs a killed nova-compute left behind (the agent would
             # finish them too; whoever comes first holds the job's lock).
             for job in self._accelerator_programmer.recover():

@@ -48,7 +48,7 @@ def test_mini_cloud(tmp_path):
     # The run's summary, shown by pytest -rP.
     print('\n'.join(line for line in out.splitlines()
                     if line.startswith(('mini-cloud:', 'OPERATOR:', '{0}',
-                                        'Ran:', ' - '))))
+                                        'Ran:', ' - ', 'NOTIFICATIONS:'))))
     tail = out[-6000:] + proc.stderr[-3000:]
     # The operator's commands, as typed: the FPGA flavor's server is
     # ACTIVE on the FPGA host, its accelerators in the provider list.
@@ -90,6 +90,10 @@ def test_mini_cloud(tmp_path):
                  'test_reprogram_allocated_fpga_is_refused'):
         assert re.search(r'FpgaReprogramTest\.%s \[[\d.]+s\] \.\.\. ok'
                          % test, out), tail
+    # The agents' lifecycle notifications on the cloud's RabbitMQ: the
+    # reprogramming above sent accelerator.programmed.
+    assert re.search(r'NOTIFICATIONS: [1-9]\d* from cyborg-nova \(.*'
+                     r'accelerator\.programmed x\d+', out), tail
     assert proc.returncode == 0, tail
     # Everything it started is stopped.
     assert 'mini-cloud: stopping everything it started' in out

@@ -12,6 +12,7 @@
 
 """Lifecycle notifications: versioned payloads through oslo.messaging."""
 
+import jsonschema
 from oslo_config import cfg
 import oslo_messaging
 from oslo_messaging.notify import _impl_test
@@ -27,12 +28,14 @@ ACC = device.Accelerator(
     problems=('QAT device state is down',))
 
 
-def notifier(driver):
+def notifier(driver, **overrides):
     conf = cfg.ConfigOpts()
     conf([])
     oslo_messaging.get_notification_transport(conf)
     conf.set_override('driver', [driver] if driver else [],
                       group='oslo_messaging_notifications')
+    for name, value in overrides.items():
+        conf.set_override(name, value, group='oslo_messaging_notifications')
     return notifications.Notifier(conf, 'cyborg-nova-agent.cn1')
 
 
@@ -54,13 +57,22 @@ def test_versioned_payload():
     assert message['publisher_id'] == 'cyborg-nova-agent.cn1'
     body = message['payload']
     assert body['cyborg_nova_object.name'] == 'AcceleratorPayload'
-    assert body['cyborg_nova_object.version'] == '1.0'
+    assert body['cyborg_nova_object.version'] == '1.1'
+    jsonschema.validate(body, notifications.PAYLOAD_SCHEMA)
     data = body['cyborg_nova_object.data']
     assert data['uuid'] == device.device_uuid('cn1', '0000:3b:00.0')
     assert data['problems'] == ['QAT device state is down']
     assert data['state'] == 'ready'
+    assert data['programming'] is None
 
 
 def test_unknown_event_is_a_bug():
     with pytest.raises(ValueError):
         notifier('test').emit('exploded', ACC, 'cn1', None)
+
+
+def test_connection_retries_are_bounded():
+    # oslo.messaging's default (-1) retries forever and would block the
+    # emitting operation while the broker is down.
+    assert notifier('test')._notifier.retry == notifications.DEFAULT_RETRY
+    assert notifier('test', retry=3)._notifier.retry == 3

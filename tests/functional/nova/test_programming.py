@@ -24,6 +24,7 @@ import os
 
 from nova.scheduler.client import report
 from nova.tests.functional.api import client as api_client
+from oslo_messaging.notify import _impl_test
 
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
@@ -132,6 +133,7 @@ class TestProgramOnSpawn(ProgrammingTestCase):
             self.admin_api.microversion = before
 
     def test_boots_on_a_free_fpga_programmed_with_the_bitstream(self):
+        _impl_test.reset()
         flavor_id = self.flavor({}, name='fpga-dma')
         self.set_specs(flavor_id, {
             'resources:FPGA': '1', 'trait:%s' % REGION: 'required',
@@ -150,6 +152,15 @@ class TestProgramOnSpawn(ProgrammingTestCase):
             base.CONF.cyborg_nova.state_path)).jobs(HOST, address, 5)
         self.assertEqual([(programming.SUCCEEDED, server['id'])],
                          [(j.status, j.consumer) for j in jobs])
+        # nova-compute announced it (the harness's oslo.messaging driver
+        # is "test").
+        programmed = [m for _, m, _, _ in _impl_test.NOTIFICATIONS
+                      if m['event_type'] == 'accelerator.programmed']
+        self.assertEqual(['cyborg-nova-compute.%s' % HOST],
+                         [m['publisher_id'] for m in programmed])
+        data = programmed[0]['payload']['cyborg_nova_object.data']
+        self.assertEqual((address, jobs[0].id),
+                         (data['address'], data['programming']['job']))
         # A second server with the same flavor takes the other PAC,
         # programmed too; a third finds no free FPGA of the region.
         second = self._create_server(flavor_id=flavor_id, networks='none')

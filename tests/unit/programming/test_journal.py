@@ -12,6 +12,7 @@
 
 """The programming journal, the job locks and validation (no Placement)."""
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -19,13 +20,18 @@ import sys
 import textwrap
 import time
 
+import jsonschema
+from oslo_messaging.notify import _impl_test
 import pytest
 
 from cyborg_drivers.fake import hosttree
 from cyborg_drivers import loader
+from cyborg_nova import notifications
 from cyborg_nova import programming
+from cyborg_nova.programming.steps import dispatch
 from cyborg_nova import state as state_store
 from tests.unit.programming import fakes
+from tests.unit import test_notifications
 
 
 def job(**fields):
@@ -161,3 +167,51 @@ def test_nothing_without_placement(programmer):
     with pytest.raises(programming.Refused, match='needs Placement'):
         programmer.program('n1', fakes.PAC0, 'intel/nlb3.gbs')
     assert programmer.journal.jobs() == []
+
+
+def _job(programmer):
+    plan = programmer.plan('cn1', fakes.PAC0, 'intel/nlb3.gbs')
+    programmer.store.sync('cn1', [plan.accelerator], state_store.READY)
+    now = time.time()
+    return programming.Job(
+        id='job-1', nodename='cn1', address=fakes.PAC0, provider='p',
+        driver='intel_fpga', region=plan.region.name,
+        bitstream='intel/nlb3.gbs', kind=plan.header.kind,
+        interface_id=plan.header.interface_id,
+        function_id=plan.header.function_id,
+        old_function_id=plan.region.function_id, prev_state='ready',
+        prev_reason=None, target_state='ready', step=programming.CREATED,
+        status=programming.RUNNING, error=None, attempts=0, owner=None,
+        created_at=now, updated_at=now, finished_at=None,
+        steps=((programming.CREATED, now, None),))
+
+
+@pytest.mark.parametrize('status', [programming.SUCCEEDED,
+                                    programming.FAILED])
+def test_a_succeeded_job_notifies_programmed(programmer, monkeypatch,
+                                             tmp_path, status):
+    _impl_test.reset()
+    programmer.notifier = test_notifications.notifier('test')
+    job = _job(programmer)
+    # The steps themselves (Placement, the load) are the functional
+    # tests'; here the job just ends with ``status``.
+    monkeypatch.setattr(dispatch, 'advance', lambda ctx, j: (
+        dataclasses.replace(j, status=status, step=programming.DONE)))
+    lock = programming.JobLock(str(tmp_path), job.id)
+    lock.acquire()
+    done = programmer._run(job, lock)
+    assert done.status == status
+    if status == programming.FAILED:
+        assert _impl_test.NOTIFICATIONS == []
+        return
+    ((ctxt, message, priority, retry),) = _impl_test.NOTIFICATIONS
+    assert (priority, retry) == ('INFO', notifications.DEFAULT_RETRY)
+    assert message['event_type'] == 'accelerator.programmed'
+    body = message['payload']
+    jsonschema.validate(body, notifications.PAYLOAD_SCHEMA)
+    data = body['cyborg_nova_object.data']
+    assert (data['address'], data['state']) == (fakes.PAC0, 'ready')
+    assert data['programming'] == {
+        'job': 'job-1', 'region': job.region, 'bitstream': 'intel/nlb3.gbs',
+        'function_id': fakes.hexid(fakes.NLB3),
+        'previous_function_id': job.old_function_id}

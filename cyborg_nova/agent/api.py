@@ -17,7 +17,10 @@
 - ``GET /hardware``: the host's accelerators, and the remote drivers'
   devices, in the spec's format plus state and health;
 - ``POST /hello``: an out-of-process driver registers;
-- ``GET /drivers``: the registered out-of-process drivers;
+- ``GET /drivers``: the registered out-of-process drivers, and the
+  names of the drivers the agent runs itself;
+- ``POST /services``: discover the services of the host's devices and
+  store them for ``cyborg-nova service-list``;
 - ``POST /program``: reprogram one of the host's FPGAs (202, the job;
   see :mod:`cyborg_nova.programming`), ``GET /program/{id}``: the job;
 - ``GET /openapi.json``: this API's OpenAPI document.
@@ -36,6 +39,7 @@ from oslo_config import cfg
 import webob
 import webob.exc
 
+from cyborg_drivers import sysfs
 from cyborg_nova.agent import remote
 from cyborg_nova.agent import schemas
 from cyborg_nova.api import app as api_app
@@ -51,7 +55,10 @@ def build_app(conf: cfg.ConfigOpts, hardware: Callable[[], list[dict]],
               request_discovery: Callable[[], None],
               registry: remote.Registry,
               programmer: programming.Programmer | None = None,
-              nodename: str = '') -> api_app.Application:
+              nodename: str = '',
+              local_drivers: Callable[[], list[str]] = list,
+              discover_services: Callable[[], int] | None = None
+              ) -> api_app.Application:
     """The agent's WSGI application.
 
     :param hardware: every ``GET /hardware`` entry, local and remote.
@@ -60,6 +67,9 @@ def build_app(conf: cfg.ConfigOpts, hardware: Callable[[], list[dict]],
     :param registry: the out-of-process drivers.
     :param programmer: reprograms this host's FPGAs (``nodename``'s);
         None: ``POST /program`` is refused (no Placement to fence with).
+    :param local_drivers: the names of the drivers the agent runs.
+    :param discover_services: stores the services of this host's
+        devices in its state store; how many devices it refreshed.
     """
 
     def post_discovery(request: webob.Request) -> tuple[int, Any]:
@@ -80,7 +90,19 @@ def build_app(conf: cfg.ConfigOpts, hardware: Callable[[], list[dict]],
         return 200, {'driver': driver}
 
     def get_drivers(request: webob.Request) -> tuple[int, Any]:
-        return 200, {'drivers': registry.drivers()}
+        return 200, {'drivers': registry.drivers(),
+                     'local': local_drivers()}
+
+    def post_services(request: webob.Request) -> tuple[int, Any]:
+        if discover_services is None:
+            raise api_app.HTTPError(409, 'service discovery is not '
+                                    'available on this agent')
+        try:
+            devices = discover_services()
+        except sysfs.NoSysfs as exc:
+            raise api_app.HTTPError(409, 'no PCI bus to discover: %s'
+                                    % exc)
+        return 200, {'devices': devices}
 
     def post_program(request: webob.Request, body: dict
                      ) -> tuple[int, Any]:
@@ -125,6 +147,13 @@ def build_app(conf: cfg.ConfigOpts, hardware: Callable[[], list[dict]],
                       'cyborg_nova:agent:drivers',
                       'List the registered out-of-process drivers',
                       response=schemas.DRIVERS_RESPONSE),
+        api_app.Route('POST', '/services', post_services,
+                      'cyborg_nova:agent:services',
+                      'Discover the services of this host\'s devices '
+                      'and store them for service-list',
+                      response=schemas.SERVICES_RESPONSE,
+                      # No PCI bus; not available.
+                      errors=(409,)),
         api_app.Route('POST', '/program', post_program,
                       'cyborg_nova:agent:program',
                       'Reprogram an FPGA of this host (fenced, proven '

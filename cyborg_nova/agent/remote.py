@@ -14,7 +14,8 @@
 
 The internal API spec lets a driver live outside the agent: it announces
 itself with the agent's ``POST /hello`` (``{"status": "READY",
-"endpoint": URL, "type": DEVICE_TYPE}``) and serves the driver half of
+"endpoint": URL, "type": DEVICE_TYPE}``, the URL also as the spec's bare
+``host:port``) and serves the driver half of
 the API, ``GET /hardware`` and ``POST /discovery``. The agent then polls
 it: :class:`RemoteDriver` is one driver's state machine (UP, DOWN after
 ``threshold`` consecutive failures, UP again on the next answer) and
@@ -34,12 +35,12 @@ import queue
 import threading
 import time
 from typing import Any, Callable
-import urllib.parse
 
 import jsonschema
 import requests
 
 from cyborg_drivers import device as device_model
+from cyborg_nova.api import endpoints
 
 LOG = logging.getLogger(__name__)
 
@@ -84,8 +85,8 @@ ENTRY_SCHEMA = {
 }
 
 
-class InvalidEndpoint(ValueError):
-    """An endpoint that is not an http(s) URL the agent can call."""
+#: An endpoint that is not an http(s) URL the agent can call.
+InvalidEndpoint = endpoints.InvalidEndpoint
 
 
 class RegistryFull(Exception):
@@ -93,30 +94,14 @@ class RegistryFull(Exception):
 
 
 def validate_endpoint(endpoint: str) -> str:
-    """The endpoint, without a trailing slash, if it is an http(s) URL.
+    """The endpoint as an http(s) URL without a trailing slash.
+
+    The spec's bare ``host:port`` is taken as ``http://host:port``
+    (:func:`cyborg_nova.api.endpoints.normalize`).
 
     :raises InvalidEndpoint: with a message saying what is wrong.
     """
-    try:
-        url = urllib.parse.urlsplit(endpoint)
-        port = url.port
-    except ValueError as exc:
-        raise InvalidEndpoint('endpoint %r is not a URL: %s'
-                              % (endpoint, exc))
-    if url.scheme not in ('http', 'https'):
-        raise InvalidEndpoint(
-            'endpoint %r must be an http:// or https:// URL (the spec\'s '
-            'host:port form needs a scheme here)' % endpoint)
-    if not url.hostname:
-        raise InvalidEndpoint('endpoint %r has no host' % endpoint)
-    if port == 0:
-        raise InvalidEndpoint('endpoint %r has port 0' % endpoint)
-    if url.query or url.fragment or url.username or url.password:
-        raise InvalidEndpoint('endpoint %r must not carry a query, a '
-                              'fragment or credentials' % endpoint)
-    if any(c.isspace() for c in endpoint):
-        raise InvalidEndpoint('endpoint %r contains whitespace' % endpoint)
-    return endpoint.rstrip('/')
+    return endpoints.normalize(endpoint)
 
 
 def parse_hardware(document: Any) -> tuple[list[dict], list[str]]:
@@ -139,8 +124,21 @@ def parse_hardware(document: Any) -> tuple[list[dict], list[str]]:
             continue
         entries.append({'uuid': entry['uuid'],
                         'acc_specs': dict(entry['acc_specs']),
-                        'acc_status': dict(entry.get('acc_status', {}))})
+                        'acc_status': _status(entry.get('acc_status', {}))})
     return entries, problems
+
+
+def _status(acc_status: dict) -> dict:
+    """A driver's ``acc_status``, the spec's misspelt key corrected.
+
+    The spec's example has ``reboot_equired``; it is read as
+    ``reboot_required`` (when that is not there too).
+    """
+    acc_status = dict(acc_status)
+    if 'reboot_equired' in acc_status and (
+            'reboot_required' not in acc_status):
+        acc_status['reboot_required'] = acc_status.pop('reboot_equired')
+    return acc_status
 
 
 @dataclasses.dataclass

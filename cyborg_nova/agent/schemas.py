@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from cyborg_drivers import device as device_model
 from cyborg_nova.agent import remote
+from cyborg_nova.api import endpoints
 from cyborg_nova.api import schemas as shared
 
 _STRINGS = {'type': 'array', 'items': {'type': 'string'}}
@@ -34,10 +35,13 @@ HELLO_BODY = {
     'properties': {
         'status': {'type': 'string', 'enum': ['READY'],
                    'description': 'The driver is installed and serving.'},
-        'endpoint': {'type': 'string', 'format': 'uri', 'minLength': 1,
-                     'maxLength': 2048,
+        'endpoint': {'type': 'string', 'minLength': 1, 'maxLength': 2048,
+                     'pattern': endpoints.PATTERN,
                      'description': 'Base http(s) URL of the driver\'s '
-                                    '/hardware and /discovery.'},
+                                    '/hardware and /discovery; the '
+                                    'spec\'s bare host:port (or [v6]:port, '
+                                    'or host) is taken as '
+                                    'http://host:port.'},
         'type': {'type': 'string',
                  'enum': list(device_model.DEVICE_TYPES),
                  'description': 'The device type the driver handles.'},
@@ -116,6 +120,18 @@ HELLO_RESPONSE = {
 }
 DRIVERS_RESPONSE = {
     'type': 'object',
-    'required': ['drivers'],
-    'properties': {'drivers': {'type': 'array', 'items': DRIVER}},
+    'required': ['drivers', 'local'],
+    'properties': {
+        'drivers': {'type': 'array', 'items': DRIVER,
+                    'description': 'The out-of-process drivers.'},
+        'local': {**_STRINGS,
+                  'description': 'The drivers the agent runs itself.'},
+    },
+}
+SERVICES_RESPONSE = {
+    'type': 'object',
+    'required': ['devices'],
+    'properties': {'devices': {
+        'type': 'integer', 'minimum': 0,
+        'description': 'Devices whose services were refreshed.'}},
 }

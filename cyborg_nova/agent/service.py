@@ -52,6 +52,7 @@ from cyborg_nova import lifecycle
 from cyborg_nova import notifications
 from cyborg_nova import placement
 from cyborg_nova import programming
+from cyborg_nova import services
 from cyborg_nova import state as state_store
 
 LOG = logging.getLogger(__name__)
@@ -131,7 +132,9 @@ class Agent:
         self.programmer = self._programmer()
         self.app = api.build_app(conf, self.hardware, self.request_discovery,
                                  self.registry, self.programmer,
-                                 self.nodename)
+                                 self.nodename,
+                                 lambda: list(self._driver_names),
+                                 self.discover_services)
         self.server: server.Server | None = None
         self.heartbeat: heartbeat.Heartbeat | None = None
         self._stopping = threading.Event()
@@ -188,6 +191,12 @@ class Agent:
 
     def hardware(self) -> list[dict]:
         return self.local.hardware() + self.registry.hardware()
+
+    def discover_services(self) -> int:
+        """Store the services of this host's devices; how many."""
+        return services.discover(self.store, self.nodename,
+                                 self.local.drivers,
+                                 self.conf.cyborg_nova.sysfs_root)
 
     def request_discovery(self) -> None:
         self.discovery.request()

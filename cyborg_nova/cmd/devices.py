@@ -10,7 +10,10 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""``device-list``, ``device-show``, ``device-set-state``, ``service-list``."""
+"""``device-list``, ``device-show``, ``device-set-state``.
+
+``service-list`` is in :mod:`cyborg_nova.cmd.services`.
+"""
 
 from cliff import command
 from cliff import lister
@@ -148,34 +151,3 @@ class DeviceSetState(hostargs.HostCommand, command.Command):
                 % (parsed_args.address, parsed_args.nodename))
         self.app.stdout.write('%s is now %s\n' % (parsed_args.address,
                                                   parsed_args.state))
-
-
-class ServiceList(hostargs.HostCommand, lister.Lister):
-    """List the services each accelerator backend offers.
-
-    What a tenant can ask for from each device: QAT services (sym, asym,
-    dc...), an FPGA's loaded function, a NIC's physical network, a GPU's
-    vGPU type; with the traits that request them.
-    """
-
-    def take_action(self, parsed_args):
-        conf = hostargs.conf(self.app)
-        rows = []
-        for address, acc in sorted(_found(conf,
-                                          hostargs.store(conf)).items()):
-            caps = dict(acc.capabilities)
-            services = []
-            if 'services' in caps:
-                services += caps['services'].lower().split(';')
-            if 'physical_network' in caps:
-                services.append('network %s' % caps['physical_network'])
-            if 'vgpu_type' in caps:
-                services.append('vGPU %s' % caps['vgpu_type'])
-            services += ['function %s' % r.function_id
-                         for r in acc.fpga_regions if r.function_id]
-            if not services:
-                services.append('whole device (%s)' % acc.resource_class)
-            rows.append((address, acc.driver,
-                         columns.ListColumn(services),
-                         columns.ListColumn(acc.traits)))
-        return ('address', 'driver', 'services', 'traits'), rows

@@ -14,7 +14,9 @@
 
 ``POST /hello`` is the internal API spec's "register agent" (and the
 heartbeat), ``GET /agents`` who is UP, ``GET /hardware`` every UP
-host's hardware with Placement usage, ``POST /programs`` reprograms an
+host's hardware with Placement usage, ``GET /drivers`` every agent's
+drivers and ``POST /services`` has every UP agent discover its devices'
+services (both asked of the agents at once), ``POST /programs`` reprograms an
 FPGA through its host's agent and ``GET /programs/{id}`` follows the job,
 ``GET /openapi.json`` this API.
 Every route requires a token; the policy rules are
@@ -23,6 +25,7 @@ Every route requires a token; the policy rules are
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import json
 import logging
@@ -30,7 +33,6 @@ import re
 import threading
 from typing import Any
 import urllib.error
-import urllib.parse
 import urllib.request
 import uuid as uuid_lib
 
@@ -39,6 +41,7 @@ from oslo_db import exception as db_exc
 import webob
 
 from cyborg_nova.api import app as api_app
+from cyborg_nova.api import endpoints
 from cyborg_nova.conductor import db
 from cyborg_nova.conductor import hardware
 from cyborg_nova.conductor import registry as registry_mod
@@ -53,21 +56,10 @@ GROUP = 'cyborg_conductor'
 
 def endpoint_problem(endpoint: str) -> str | None:
     """Why ``endpoint`` is not an agent API URL; None when it is one."""
-    if not re.fullmatch(schemas.ENDPOINT_PATTERN, endpoint):
-        return 'not an http(s) URL'
     try:
-        parts = urllib.parse.urlsplit(endpoint)
-        port = parts.port
-    except ValueError as exc:
-        return str(exc)
-    if parts.scheme not in ('http', 'https'):
-        return 'the scheme must be http or https'
-    if not parts.hostname:
-        return 'it has no host'
-    if port == 0:
-        return 'port 0 is no port'
-    if parts.username is not None or parts.query or parts.fragment:
-        return 'credentials, a query or a fragment are not allowed'
+        endpoints.normalize(endpoint)
+    except endpoints.InvalidEndpoint as exc:
+        return exc.reason
     return None
 
 
@@ -100,19 +92,27 @@ class Handlers:
 
     @_unavailable_db
     def hello(self, request: webob.Request, body: dict) -> tuple[int, Any]:
-        if not re.fullmatch(schemas.HOST_PATTERN, body['host']):
-            raise api_app.HTTPError(400, 'host %r is not a host name'
-                                    % body['host'])
         if not re.fullmatch(schemas.STATUS_PATTERN, body['status']):
             raise api_app.HTTPError(400, 'status %r is not an upper-case '
                                     'word' % body['status'])
-        problem = endpoint_problem(body['endpoint'])
-        if problem:
+        try:
+            endpoint = endpoints.normalize(body['endpoint'])
+        except endpoints.InvalidEndpoint as exc:
             raise api_app.HTTPError(400, 'endpoint %r is not the http(s) '
                                     'URL of an agent API: %s'
-                                    % (body['endpoint'], problem))
-        return 200, self.registry.hello(body['host'], body['endpoint'],
-                                        body['status'])
+                                    % (body['endpoint'], exc.reason))
+        host = body.get('host')
+        if host is None:
+            # The spec's body has no host: the endpoint's names it.
+            host = endpoints.host_of(endpoint)
+            if not re.fullmatch(schemas.HOST_PATTERN, host):
+                raise api_app.HTTPError(
+                    400, 'host is missing and the endpoint\'s host %r is '
+                    'not a host name to take instead; send host' % host)
+        elif not re.fullmatch(schemas.HOST_PATTERN, host):
+            raise api_app.HTTPError(400, 'host %r is not a host name'
+                                    % host)
+        return 200, self.registry.hello(host, endpoint, body['status'])
 
     @_unavailable_db
     def agents(self, request: webob.Request) -> tuple[int, Any]:
@@ -121,6 +121,98 @@ class Handlers:
     @_unavailable_db
     def hardware(self, request: webob.Request) -> tuple[int, Any]:
         return 200, self.collector.collect(self.registry.up_agents())
+
+
+def call_agent(collector: hardware.Collector, agent: db.Agent,
+               method: str, path: str, body: dict | None = None
+               ) -> tuple[int, dict]:
+    """``method path`` on ``agent``: (status, JSON answer).
+
+    An error status is answered, not raised: its answer is ``{"error":
+    {"message"}}``.
+
+    :raises hardware.AgentError: no answer within the collector's
+        timeout, or not JSON.
+    """
+    url = agent.endpoint.rstrip('/') + path
+    headers = {'Accept': 'application/json'}
+    if collector.token:
+        headers['X-Auth-Token'] = collector.token
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers['Content-Type'] = 'application/json'
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers=headers)
+    try:
+        with collector._opener.open(request,
+                                    timeout=collector.timeout) as resp:
+            return resp.status, json.loads(resp.read(1 << 20))
+    except urllib.error.HTTPError as exc:
+        return exc.code, {'error': {'message': hardware._error_message(
+            exc)}}
+    except (OSError, ValueError) as exc:
+        raise hardware.AgentError('%s %s failed: %s' % (method, url, exc))
+
+
+class FanOut:
+    """One call on every agent at once, each bounded by ``agent_timeout``.
+
+    An agent that is DOWN is not called; it and one that does not
+    answer, or answers an error, get an ``error`` and no result.
+    """
+
+    def __init__(self, registry: registry_mod.Registry,
+                 collector: hardware.Collector) -> None:
+        self.registry = registry
+        self.collector = collector
+
+    def _one(self, agent: db.Agent, now, method: str, path: str,
+             key: str) -> dict:
+        row = {'host': agent.host, key: None, 'error': None}
+        if agent.is_down(now, self.registry.down_time):
+            row['error'] = 'DOWN: no heartbeat since %s' % (
+                registry_mod.isoformat(agent.last_seen))
+            return row
+        try:
+            code, answer = call_agent(self.collector, agent, method, path)
+        except hardware.AgentError as exc:
+            row['error'] = str(exc)
+            return row
+        if code != 200:
+            row['error'] = '%s %s answered %s: %s' % (
+                method, path, code,
+                answer.get('error', {}).get('message', ''))
+        else:
+            row[key] = answer
+        return row
+
+    def call(self, method: str, path: str, key: str) -> list[dict]:
+        """``{"host", key: answer or None, "error"}`` of every agent."""
+        now = self.registry.clock()
+        agents = self.registry.store.list()
+        with concurrent.futures.ThreadPoolExecutor(
+                max(1, min(hardware.POOL_SIZE, len(agents)))) as pool:
+            return list(pool.map(
+                lambda agent: self._one(agent, now, method, path, key),
+                agents))
+
+    @_unavailable_db
+    def drivers(self, request: webob.Request) -> tuple[int, Any]:
+        rows = self.call('GET', '/drivers', 'drivers')
+        for row in rows:
+            answer = row.pop('drivers')
+            row['drivers'] = answer['drivers'] if answer else None
+            row['local'] = answer['local'] if answer else None
+        return 200, {'agents': rows}
+
+    @_unavailable_db
+    def services(self, request: webob.Request) -> tuple[int, Any]:
+        rows = self.call('POST', '/services', 'devices')
+        for row in rows:
+            if row['devices'] is not None:
+                row['devices'] = row['devices']['devices']
+        return 200, {'agents': rows}
 
 
 class Programs:
@@ -142,26 +234,7 @@ class Programs:
 
     def _call(self, agent: db.Agent, method: str, path: str,
               body: dict | None = None) -> tuple[int, dict]:
-        url = agent.endpoint.rstrip('/') + path
-        headers = {'Accept': 'application/json'}
-        if self.collector.token:
-            headers['X-Auth-Token'] = self.collector.token
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers['Content-Type'] = 'application/json'
-        request = urllib.request.Request(url, data=data, method=method,
-                                         headers=headers)
-        try:
-            with self.collector._opener.open(
-                    request, timeout=self.collector.timeout) as resp:
-                return resp.status, json.loads(resp.read(1 << 20))
-        except urllib.error.HTTPError as exc:
-            return exc.code, {'error': {'message': hardware._error_message(
-                exc)}}
-        except (OSError, ValueError) as exc:
-            raise hardware.AgentError('%s %s failed: %s' % (method, url,
-                                                            exc))
+        return call_agent(self.collector, agent, method, path, body)
 
     def _record(self, program: db.Program) -> dict:
         return {
@@ -281,6 +354,7 @@ def make_app(conf: cfg.ConfigOpts, registry: registry_mod.Registry,
     posted to their agents again, in the background.
     """
     handlers = Handlers(registry, collector)
+    fanout = FanOut(registry, collector)
     programs = Programs(db.ProgramStore(registry.store.engine), registry,
                         collector)
     if resume and programs.pending():
@@ -298,6 +372,18 @@ def make_app(conf: cfg.ConfigOpts, registry: registry_mod.Registry,
             'cyborg_nova:conductor:agents',
             'List the agents and whether they are UP or DOWN',
             response=schemas.AGENTS),
+        api_app.Route(
+            'GET', '/drivers', fanout.drivers,
+            'cyborg_nova:conductor:drivers',
+            'List the drivers of every agent (asked at once; DOWN or '
+            'unreachable agents have an error)',
+            response=schemas.AGENT_DRIVERS),
+        api_app.Route(
+            'POST', '/services', fanout.services,
+            'cyborg_nova:conductor:services',
+            'Discover the services of every UP agent\'s devices (for '
+            'service-list on each host)',
+            response=schemas.AGENT_SERVICES),
         api_app.Route(
             'GET', '/hardware', handlers.hardware,
             'cyborg_nova:conductor:hardware',

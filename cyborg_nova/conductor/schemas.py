@@ -20,6 +20,7 @@ programming job of an agent, which it passes on, is in
 
 from __future__ import annotations
 
+from cyborg_nova.api import endpoints
 from cyborg_nova.api import schemas as shared
 from cyborg_nova.conductor import db
 from cyborg_nova.conductor import hardware
@@ -30,17 +31,14 @@ UUID_PATTERN = shared.UUID_PATTERN
 # newline: the handlers check these again with fullmatch.
 HOST_PATTERN = r'^[A-Za-z0-9]([A-Za-z0-9._-]{0,253}[A-Za-z0-9])?$'
 STATUS_PATTERN = r'^[A-Z][A-Z0-9_-]{0,31}$'
-# Scheme, a host (name, IPv4 or [IPv6]) with an optional port, an
-# optional path; no credentials, query or fragment: "/hardware" and the
-# like are appended to it.
-# The path is RFC 3986 characters (unreserved, sub-delims, ':@%/').
-ENDPOINT_PATTERN = (r"^https?://[A-Za-z0-9._:\[\]-]+"
-                    r"(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?$")
+# What a schema can check of an endpoint; the handler normalises it
+# (a bare host:port is http://host:port) and checks the rest.
+ENDPOINT_PATTERN = endpoints.PATTERN
 
 HELLO_BODY = {
     'type': 'object',
     'additionalProperties': False,
-    'required': ['status', 'endpoint', 'host'],
+    'required': ['status', 'endpoint'],
     'properties': {
         'status': {
             'type': 'string', 'pattern': STATUS_PATTERN,
@@ -49,11 +47,16 @@ HELLO_BODY = {
         'endpoint': {
             'type': 'string', 'maxLength': db.ENDPOINT_LENGTH,
             'pattern': ENDPOINT_PATTERN,
-            'description': 'The http(s) URL of the agent\'s REST API.'},
+            'description': 'The http(s) URL of the agent\'s REST API; '
+                           'the spec\'s bare host:port (or [v6]:port, or '
+                           'host) is taken as http://host:port.'},
         'host': {
             'type': 'string', 'minLength': 1,
             'maxLength': db.HOST_LENGTH, 'pattern': HOST_PATTERN,
-            'description': 'The agent\'s host: the Nova nodename.'},
+            'description': 'The agent\'s host: the Nova nodename. '
+                           'Absent (as in the spec): the host part of '
+                           'the endpoint, which must then be a host '
+                           'name.'},
     },
 }
 
@@ -79,6 +82,41 @@ AGENTS = {
     'required': ['agents'],
     'properties': {'agents': {'type': 'array', 'items': AGENT}},
 }
+
+
+def _per_agent(key: str, schema: dict, description: str) -> dict:
+    """An answer with one row per agent: ``key`` or an error."""
+    return {
+        'type': 'object',
+        'additionalProperties': False,
+        'required': ['agents'],
+        'properties': {'agents': {'type': 'array', 'items': {
+            'type': 'object',
+            'additionalProperties': False,
+            'required': ['host', key, 'error'],
+            'properties': {
+                'host': {'type': 'string'},
+                key: {**schema, 'nullable': True,
+                      'description': description + '; null with an '
+                                                   'error.'},
+                'error': {'type': 'string', 'nullable': True,
+                          'description': 'Why the agent could not '
+                                         'say: DOWN, unreachable, '
+                                         'refused.'},
+            },
+        }}},
+    }
+
+
+AGENT_DRIVERS = _per_agent('drivers', {'type': 'array', 'items': {
+    'type': 'object'}}, 'The agent\'s out-of-process drivers, as its '
+    'GET /drivers lists them')
+AGENT_DRIVERS['properties']['agents']['items']['required'].append('local')
+AGENT_DRIVERS['properties']['agents']['items']['properties']['local'] = {
+    'type': 'array', 'items': {'type': 'string'}, 'nullable': True,
+    'description': 'The drivers the agent runs itself.'}
+AGENT_SERVICES = _per_agent('devices', {'type': 'integer', 'minimum': 0},
+                            'Devices whose services the agent refreshed')
 
 HARDWARE_ENTRY = {
     **hardware.ENTRY_SCHEMA,

@@ -63,7 +63,9 @@ Token the conductor-lite sends (as ``X-Auth-Token``) when it calls an
 agent's REST API, e.g. ``GET /hardware``.
 
 It must carry at least the ``reader`` role on the agents: one of their
-``[cyborg_agent] reader_token`` / ``admin_token``. Unset by default:
+``[cyborg_agent] reader_token`` / ``admin_token``; ``POST /programs``
+and ``POST /services`` (``cyborg-nova discover-services``) need their
+``admin`` role. Unset by default:
 calls are then made without a token, and agents that require one (all,
 with ``auth_strategy = token``) answer 401, which ``GET /hardware``
 lists as an error for that host.

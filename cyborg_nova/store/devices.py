@@ -31,6 +31,7 @@ from typing import Iterable
 
 from cyborg_nova.store import database
 from cyborg_nova.store import jobs
+from cyborg_nova.store import services
 from cyborg_nova.store import units
 
 INACTIVE = 'inactive'
@@ -82,6 +83,8 @@ class StateStore(database.Database):
         self.units = units.UnitTable(self)
         #: The programming journal's jobs and steps.
         self.jobs = jobs.JobTable(self)
+        #: The services of each device, as discover-services last found.
+        self.services = services.ServiceTable(self)
 
     @staticmethod
     def _row(row) -> DeviceState:

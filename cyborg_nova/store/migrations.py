@@ -154,11 +154,27 @@ def _baseline(db: sqlite3.Connection) -> None:
         db.execute('DROP TABLE assignments')
 
 
+# -- step 2: the services each device offers ---------------------------------
+
+def _device_services(db: sqlite3.Connection) -> None:
+    """What ``discover-services`` found, per device, and when."""
+    db.execute("""CREATE TABLE IF NOT EXISTS device_services (
+        nodename TEXT NOT NULL,
+        address TEXT NOT NULL,
+        driver TEXT NOT NULL,
+        services TEXT NOT NULL,
+        traits TEXT NOT NULL,
+        discovered_at REAL NOT NULL,
+        PRIMARY KEY (nodename, address))""")
+
+
 #: Every step, in order; the store's version is the number of the last
 #: one applied.
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, 'baseline: the tables of the releases before versioning',
               _baseline),
+    Migration(2, 'device_services: the services discover-services found',
+              _device_services),
 )
 #: The version this code writes and reads.
 LATEST = MIGRATIONS[-1].number

@@ -223,7 +223,7 @@ def error(resp, status):
 
 
 @pytest.mark.parametrize('endpoint', [
-    'localhost:1337',          # the spec's example: no scheme
+    'localhost:99999',         # the spec's form, out-of-range port
     'ftp://127.0.0.1/driver',
     'http://',
     'not a url',

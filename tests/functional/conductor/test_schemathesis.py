@@ -42,6 +42,7 @@ EXAMPLES = {'POST': {POSITIVE: fuzzing.examples(300),
 MINIMUM_REQUESTS = min(1000, sum(sum(m.values()) for m in EXAMPLES.values()))
 #: Every operation but the one that serves the document.
 OPERATIONS = {('POST', '/hello'), ('GET', '/agents'), ('GET', '/hardware'),
+              ('GET', '/drivers'), ('POST', '/services'),
               ('POST', '/programs'), ('GET', '/programs/{id}')}
 CHECKS = [st_checks.not_a_server_error,
           openapi_checks.response_schema_conformance]
@@ -111,7 +112,7 @@ def test_every_operation_needs_a_token(conductor, schema):
     operations = [(method.upper(), path)
                   for path, methods in schema.raw_schema['paths'].items()
                   for method in methods]
-    assert len(operations) == 6, operations
+    assert len(operations) == 8, operations
     assert ('POST', '/programs') in operations
     for method, path in operations:
         body = ({'host': 'cn1', 'status': 'READY',

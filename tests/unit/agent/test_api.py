@@ -129,7 +129,8 @@ def test_hardware_is_documented(agent):
 
 
 @pytest.mark.parametrize('body, status, words', [
-    (dict(HELLO, endpoint='localhost:1337'), 400, 'http:// or https://'),
+    (dict(HELLO, endpoint='ftp://localhost:1337'), 400, 'http or https'),
+    (dict(HELLO, endpoint='local_host:1337'), 400, 'neither a host name'),
     (dict(HELLO, endpoint='http://'), 400, 'no host'),
     (dict(HELLO, extra=1), 400, 'Additional properties'),
     ({'status': 'READY', 'endpoint': 'http://a'}, 400, "'type'"),
@@ -201,6 +202,7 @@ def test_the_document_is_complete(agent):
                   for m in item}
     assert operations == {('POST', '/discovery'), ('GET', '/hardware'),
                           ('POST', '/hello'), ('GET', '/drivers'),
+                          ('POST', '/services'),
                           ('POST', '/program'), ('GET', '/program/{job}'),
                           ('GET', '/openapi.json')}
     for path, item in document['paths'].items():

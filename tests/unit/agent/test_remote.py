@@ -29,24 +29,28 @@ ENDPOINT = 'http://127.0.0.1:1337'
     ('https://driver.example:8443/', 'https://driver.example:8443'),
     ('http://[::1]:1337/api', 'http://[::1]:1337/api'),
     ('http://driver', 'http://driver'),
+    # The spec's bare forms are http://.
+    ('localhost:1337', 'http://localhost:1337'),
+    ('[::1]:1337', 'http://[::1]:1337'),
+    ('driver', 'http://driver'),
 ])
 def test_valid_endpoints(endpoint, normalised):
     assert remote.validate_endpoint(endpoint) == normalised
 
 
 @pytest.mark.parametrize('endpoint, reason', [
-    ('localhost:1337', 'http:// or https://'),
-    ('ftp://127.0.0.1', 'http:// or https://'),
+    ('ftp://127.0.0.1', 'must be http or https'),
     ('http://', 'no host'),
     ('http://:80', 'no host'),
-    ('http://127.0.0.1:0', 'port 0'),
-    ('http://127.0.0.1:70000', 'not a URL'),
-    ('http://127.0.0.1:x', 'not a URL'),
+    ('http://127.0.0.1:0', 'from 1 to 65535'),
+    ('http://127.0.0.1:70000', 'from 1 to 65535'),
+    ('localhost:70000', 'from 1 to 65535'),
+    ('http://127.0.0.1:x', 'from 1 to 65535'),
     ('http://[::1', 'not a URL'),
     ('http://127.0.0.1/?a=1', 'query'),
     ('http://u:p@127.0.0.1', 'credentials'),
     ('http://127.0.0.1/a b', 'whitespace'),
-    ('', 'http:// or https://'),
+    ('', 'empty'),
 ])
 def test_invalid_endpoints(endpoint, reason):
     with pytest.raises(remote.InvalidEndpoint) as error:
@@ -187,7 +191,7 @@ def test_registry_polls_and_logs_an_outage_once(client, caplog):
 
 def test_registry_refuses_bad_endpoints(client):
     with pytest.raises(remote.InvalidEndpoint):
-        registry(client).hello('localhost:1337', 'CRYPTO')
+        registry(client).hello('ftp://localhost:1337', 'CRYPTO')
 
 
 def test_a_full_registry_makes_room_only_by_dropping_down_drivers(client):

@@ -71,28 +71,41 @@ def test_hello_and_list(app):
     assert call(app, 'GET', '/hardware', token=READER)[0] == 200
 
 
-@pytest.mark.parametrize('endpoint', [
-    'http://cn1:6666', 'https://10.0.0.5:6666/', 'http://[fd00::5]:80',
-    'https://cn1.example.org/cyborg/agent', 'http://cn1'])
-def test_good_endpoints(app, endpoint):
+@pytest.mark.parametrize('endpoint, stored', [
+    ('http://cn1:6666', 'http://cn1:6666'),
+    ('https://10.0.0.5:6666/', 'https://10.0.0.5:6666'),
+    ('http://[fd00::5]:80', 'http://[fd00::5]:80'),
+    ('https://cn1.example.org/cyborg/agent',
+     'https://cn1.example.org/cyborg/agent'),
+    ('http://cn1', 'http://cn1'),
+    # The spec's bare host:port, normalised before it is stored.
+    ('cn1:6666', 'http://cn1:6666'),
+    ('compute-whatever:1337', 'http://compute-whatever:1337'),
+    ('[fd00::5]:6666', 'http://[fd00::5]:6666'),
+    ('cn1', 'http://cn1')])
+def test_good_endpoints(app, endpoint, stored):
     assert api.endpoint_problem(endpoint) is None
-    assert call(app, 'POST', '/hello', body=dict(
-        HELLO, endpoint=endpoint))[0] == 200
+    status, agent = call(app, 'POST', '/hello', body=dict(
+        HELLO, endpoint=endpoint))
+    assert status == 200
+    assert agent['endpoint'] == stored
 
 
 @pytest.mark.parametrize('endpoint, message', [
-    ('cn1:6666', 'does not match'),
-    ('compute-whatever:1337', 'does not match'),
-    ('ftp://cn1/', 'does not match'),
-    ('http://', 'does not match'),
-    ('http:///path', 'does not match'),
-    ('http://user:pw@cn1/', 'does not match'),
+    ('ftp://cn1/', 'the scheme must be http or https'),
+    ('http://', 'it has no host'),
+    ('http:///path', 'it has no host'),
+    ('http://user:pw@cn1/', 'credentials are not allowed'),
     ('http://cn1/?q=1', 'does not match'),
     ('http://cn1 /', 'does not match'),
-    ('http://cn1:99999', 'Port out of range'),
-    ('http://cn1:0', 'port 0 is no port'),
-    ('http://cn1:x', 'Port could not be cast'),
-    ('http://cn1:6666\n', 'not an http(s) URL'),
+    ('http://cn1:99999', 'a number from 1 to 65535'),
+    ('cn1:99999', 'a number from 1 to 65535'),
+    ('http://cn1:0', 'a number from 1 to 65535'),
+    ('http://cn1:x', 'a number from 1 to 65535'),
+    ('cn1:', 'a number from 1 to 65535'),
+    ('cn_1:80', 'neither a host name nor an IPv4 address'),
+    ('fd00::5:80', 'an IPv6 address must be in brackets'),
+    ('http://cn1:6666\n', 'whitespace or control characters'),
     ('http://[fd00::5:80', 'Invalid IPv6 URL'),
 ])
 def test_bad_endpoints(app, endpoint, message):
@@ -101,6 +114,25 @@ def test_bad_endpoints(app, endpoint, message):
     assert status == 400
     assert message in body['error']['message']
     assert 'endpoint' in body['error']['message']
+
+
+@pytest.mark.parametrize('endpoint, host', [
+    ('compute-whatever:1337', 'compute-whatever'),
+    ('https://cn2.example.org:6666/agent', 'cn2.example.org'),
+    ('10.0.0.9:6666', '10.0.0.9')])
+def test_host_from_endpoint(app, endpoint, host):
+    status, agent = call(app, 'POST', '/hello', body={
+        'status': 'READY', 'endpoint': endpoint})
+    assert status == 200, agent
+    assert agent['host'] == host
+
+
+def test_no_host_from_ipv6_endpoint(app):
+    status, body = call(app, 'POST', '/hello', body={
+        'status': 'READY', 'endpoint': '[fd00::5]:6666'})
+    assert status == 400
+    assert "host is missing and the endpoint's host 'fd00::5' is not a " \
+        "host name to take instead; send host" == body['error']['message']
 
 
 @pytest.mark.parametrize('change, message', [
@@ -124,7 +156,8 @@ def test_bad_hello_fields(app, change, message):
 
 
 def test_missing_fields(app):
-    for field in HELLO:
+    # host is optional: the endpoint's host is taken (see above).
+    for field in ('status', 'endpoint'):
         body = dict(HELLO)
         del body[field]
         status, error = call(app, 'POST', '/hello', body=body)
@@ -162,6 +195,8 @@ def test_openapi_document_complete(app):
                   for method, op in ops.items()}
     assert set(operations) == {('POST', '/hello'), ('GET', '/agents'),
                                ('GET', '/hardware'),
+                               ('GET', '/drivers'),
+                               ('POST', '/services'),
                                ('POST', '/programs'),
                                ('GET', '/programs/{id}'),
                                ('GET', '/openapi.json')}

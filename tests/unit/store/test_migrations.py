@@ -170,10 +170,10 @@ def fresh(tmp_path):
 
 
 def test_a_new_store_is_at_the_latest_version(fresh):
-    assert fresh['version'] == migrations.LATEST == 1
+    assert fresh['version'] == migrations.LATEST == 2
     assert sorted(fresh['columns']) == [
-        'devices', 'drivers', 'program_jobs', 'program_steps',
-        'unit_assignments', 'vf_counts']
+        'device_services', 'devices', 'drivers', 'program_jobs',
+        'program_steps', 'unit_assignments', 'vf_counts']
     assert [c[1] for c in fresh['columns']['devices']][-3:] == [
         'identity', 'driver', 'missing']
 
@@ -182,7 +182,7 @@ def test_an_empty_file_becomes_a_store(tmp_path, fresh):
     path = tmp_path / 'empty.sqlite'
     path.touch()
     store = state.StateStore(str(path))
-    assert store.migrated == [1]
+    assert store.migrated == list(range(1, migrations.LATEST + 1))
     assert schema(str(path)) == fresh
     assert store.devices('cn1') == {}
 
@@ -193,7 +193,7 @@ def test_every_earlier_shape_upgrades_to_the_same_schema(tmp_path, fresh,
     path = str(tmp_path / 'old.sqlite')
     build(path, *SHAPES[shape])
     store = state.StateStore(path)
-    assert store.migrated == [1]
+    assert store.migrated == list(range(1, migrations.LATEST + 1))
     assert schema(path) == fresh
 
 
@@ -256,7 +256,8 @@ def test_every_row_of_the_last_unversioned_release_survives(tmp_path):
 def test_opening_again_changes_nothing(tmp_path):
     path = str(tmp_path / 'state.sqlite')
     build(path, *SHAPES['unversioned'])
-    assert state.StateStore(path).migrated == [1]
+    assert state.StateStore(path).migrated == list(
+        range(1, migrations.LATEST + 1))
     before = schema(path)
     again = state.StateStore(path)
     assert again.migrated == []
@@ -314,7 +315,10 @@ def _fail_after_a_change(db):
     raise sqlite3.OperationalError('step 3 breaks')
 
 
-STEP_2 = migrations.Migration(2, 'drivers get a colour', _add_colour)
+# The step after this code's last.
+NEXT = migrations.LATEST + 1
+STEP_NEXT = migrations.Migration(NEXT, 'drivers get a colour',
+                                 _add_colour)
 
 
 @pytest.fixture
@@ -330,13 +334,13 @@ def current(tmp_path):
 
 def test_a_later_step_runs_once_on_a_store_of_the_version_before(current):
     path, db = current
-    steps = (*migrations.MIGRATIONS, STEP_2)
-    assert migrations.upgrade(db, path, steps) == [2]
+    steps = (*migrations.MIGRATIONS, STEP_NEXT)
+    assert migrations.upgrade(db, path, steps) == [NEXT]
     assert migrations.upgrade(db, path, steps) == []
-    assert migrations.version(db) == 2
+    assert migrations.version(db) == NEXT
     assert db.execute('SELECT name, enabled, colour FROM drivers'
                       ).fetchall() == [('intel_qat', 1, 'blue')]
-    # This code knows version 1 only: now it refuses the store.
+    # This code knows the versions before only: now it refuses it.
     with pytest.raises(migrations.StoreTooNew):
         migrations.upgrade(db, path)
 
@@ -344,20 +348,20 @@ def test_a_later_step_runs_once_on_a_store_of_the_version_before(current):
 def test_a_failing_step_leaves_the_store_as_it_was(current):
     path, db = current
     before = schema(path)
-    steps = (*migrations.MIGRATIONS, STEP_2,
-             migrations.Migration(3, 'breaks', _fail_after_a_change))
+    steps = (*migrations.MIGRATIONS, STEP_NEXT,
+             migrations.Migration(NEXT + 1, 'breaks', _fail_after_a_change))
     with pytest.raises(sqlite3.OperationalError, match='step 3'):
         migrations.upgrade(db, path, steps)
-    # Step 2 too: all the steps and the version are one transaction.
+    # STEP_NEXT too: all the steps and the version are one transaction.
     assert schema(path) == before
     assert not db.in_transaction
 
 
 def test_steps_are_numbered_in_order(current):
     path, db = current
-    step_3 = migrations.Migration(3, 'a gap', _add_colour)
-    with pytest.raises(ValueError, match=r'not \[1, 3\]'):
-        migrations.upgrade(db, path, (*migrations.MIGRATIONS, step_3))
+    gap = migrations.Migration(NEXT + 1, 'a gap', _add_colour)
+    with pytest.raises(ValueError, match=r'not \[1, 2, %d\]' % (NEXT + 1)):
+        migrations.upgrade(db, path, (*migrations.MIGRATIONS, gap))
     assert [m.number for m in migrations.MIGRATIONS] == list(
         range(1, migrations.LATEST + 1))
 
@@ -389,6 +393,6 @@ def test_two_processes_opening_a_new_store_at_once_both_succeed(tmp_path):
         found.setdefault(path, []).append(migrated)
     # Of each pair, one migrated; the other found the new version.
     assert {p: sorted(m) for p, m in found.items()} == dict.fromkeys(
-        paths, [[], [1]])
+        paths, [[], list(range(1, migrations.LATEST + 1))])
     for path in paths:
         assert schema(path)['version'] == migrations.LATEST

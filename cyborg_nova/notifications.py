@@ -37,7 +37,6 @@ from __future__ import annotations
 import logging
 
 from oslo_config import cfg
-import oslo_messaging
 
 from cyborg_drivers import device as device_model
 
@@ -140,6 +139,11 @@ class Notifier:
     def __init__(self, conf: cfg.ConfigOpts, publisher_id: str) -> None:
         self._notifier = None
         try:
+            # Imported here: oslo.messaging loads oslo.service's eventlet
+            # backend, which costs the CLI's commands start-up time and
+            # prints eventlet's deprecation warning; only a Notifier needs
+            # it.
+            import oslo_messaging
             transport = oslo_messaging.get_notification_transport(conf)
             # No driver configured means none, as "noop" does.
             opts = conf.oslo_messaging_notifications

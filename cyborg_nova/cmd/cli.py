@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 
 from cliff import app
 from cliff import commandmanager
@@ -72,6 +73,10 @@ def load_config(files: list[str]) -> cfg.ConfigOpts:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # oslo.messaging (notifications of ``program``) imports eventlet,
+    # which warns on import that it is deprecated; the command does not
+    # use eventlet, and the warning would bury the command's own output.
+    warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
     return CyborgNovaApp().run(sys.argv[1:] if argv is None else argv)
 
 

@@ -10,13 +10,19 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Shared pytest fixtures: fake hosts built from host profiles."""
+"""Shared pytest fixtures: fake hosts built from host profiles; databases."""
 
+import itertools
 import os
 
 import pytest
 
 from cyborg_drivers.fake import hosttree
+from tests import dbservers
+
+#: The database backends the conductor's database tests run on.
+DB_BACKENDS = ('sqlite', 'mysql', 'postgresql')
+_db_names = itertools.count(1)
 
 
 @pytest.fixture
@@ -36,6 +42,44 @@ def host_tree(tmp_path):
         hosttree.build_tree(profile, root)
         return root
     return build
+
+
+@pytest.fixture(scope='session')
+def db_pool():
+    """Private MariaDB and PostgreSQL servers, started when first used."""
+    pool = dbservers.Pool()
+    yield pool
+    from tests import counts
+    for server in pool.servers.values():
+        counts.LINES.append(server.summary())
+    pool.stop()
+    for backend in sorted(pool.missing):
+        counts.LINES.append('%s tests skipped: %s'
+                            % (backend, pool.missing[backend]))
+
+
+def db_server(db_pool, backend):
+    """The running server of ``backend``; skips the test if there is none."""
+    server = db_pool.get(backend)
+    if isinstance(server, str):
+        pytest.skip('%s: %s' % (backend, server))
+    return server
+
+
+@pytest.fixture(params=DB_BACKENDS)
+def db_url(request, tmp_path):
+    """The URL of a fresh, empty database, on each backend in turn.
+
+    SQLite: a file in a directory not created yet. MariaDB, PostgreSQL:
+    a new database on the session's private server, dropped afterwards.
+    """
+    if request.param == 'sqlite':
+        yield 'sqlite:///%s' % (tmp_path / 'sub' / 'conductor.sqlite')
+        return
+    server = db_server(request.getfixturevalue('db_pool'), request.param)
+    name = 'cn_test_%d' % next(_db_names)
+    yield server.create_db(name)
+    server.drop_db(name)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -13,7 +13,10 @@ venv=${CYBORG_NOVA_VENV:-$top/.venv}
 debs=(python3-venv python3-dev pciutils git)
 if [ "$purpose" = test ]; then
     debs+=(umockdev gir1.2-umockdev-1.0 libumockdev0 libvirt-clients
-           libxml2-utils rabbitmq-server)
+           libxml2-utils rabbitmq-server
+           # The conductor's database tests: private MariaDB and
+           # PostgreSQL servers, and haproxy before two conductors.
+           mariadb-server postgresql haproxy)
 fi
 
 missing=()

@@ -34,6 +34,7 @@ import logging
 import os
 
 from oslo_config import cfg
+from oslo_db import api as oslo_db_api
 from oslo_db import exception as db_exc
 from oslo_db.sqlalchemy import engines
 import sqlalchemy as sa
@@ -93,6 +94,17 @@ PROGRAMS = sa.Table(
     mysql_engine='InnoDB',
     mysql_charset='utf8mb4',
 )
+
+
+#: A write transaction run again when it lost a race: a deadlock (InnoDB
+#: chooses a victim when two first hellos of one host both take gap
+#: locks, then both insert) or the duplicate key of a row another
+#: conductor, or thread, inserted meanwhile. The transaction was rolled
+#: back; running it again sees the winner's row.
+_retry_races = oslo_db_api.wrap_db_retry(
+    max_retries=10, retry_interval=0.01, inc_retry_interval=True,
+    max_retry_interval=0.2, retry_on_deadlock=True, jitter=True,
+    exception_checker=lambda exc: isinstance(exc, db_exc.DBDuplicateEntry))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,38 +198,34 @@ class AgentStore:
             rows = conn.execute(sa.select(AGENTS).order_by(AGENTS.c.host))
             return [self._agent(row) for row in rows]
 
+    @_retry_races
     def heartbeat(self, host: str, endpoint: str, status: str,
                   now: datetime.datetime) -> tuple[Agent, bool]:
         """Register ``host`` or record its heartbeat at ``now``.
 
         :returns: the agent, and whether its DOWN alarm had been raised
             (it has now come back); the alarm is cleared.
+
+        Run again when it lost a race with another first hello of the
+        same host (see :data:`_retry_races`).
         """
         values = {'endpoint': endpoint, 'status': status,
                   'last_seen': now, 'down_alarmed': False}
         by_host = AGENTS.c.host == host
-        for _attempt in range(2):
-            try:
-                with self.engine.begin() as conn:
-                    # Clearing the alarm only where it was raised tells,
-                    # in one statement, whether this is the comeback.
-                    came_back = conn.execute(
-                        AGENTS.update().where(
-                            by_host, AGENTS.c.down_alarmed == sa.true())
-                        .values(**values)).rowcount == 1
-                    if not came_back and not conn.execute(
-                            AGENTS.update().where(by_host).values(
-                                **values)).rowcount:
-                        conn.execute(AGENTS.insert().values(
-                            host=host, first_seen=now, **values))
-                    row = conn.execute(sa.select(AGENTS).where(
-                        by_host)).one()
-            except db_exc.DBDuplicateEntry:
-                # Another thread registered it meanwhile (the
-                # transaction is rolled back): update that row instead.
-                continue
-            return self._agent(row), came_back
-        raise db_exc.DBError('agent %s could not be registered' % host)
+        with self.engine.begin() as conn:
+            # Clearing the alarm only where it was raised tells, in one
+            # statement, whether this is the comeback.
+            came_back = conn.execute(
+                AGENTS.update().where(
+                    by_host, AGENTS.c.down_alarmed == sa.true())
+                .values(**values)).rowcount == 1
+            if not came_back and not conn.execute(
+                    AGENTS.update().where(by_host).values(
+                        **values)).rowcount:
+                conn.execute(AGENTS.insert().values(
+                    host=host, first_seen=now, **values))
+            row = conn.execute(sa.select(AGENTS).where(by_host)).one()
+        return self._agent(row), came_back
 
     def claim_down_alarms(self, cutoff: datetime.datetime) -> list[Agent]:
         """Mark the agents silent since before ``cutoff`` as alarmed.
@@ -230,19 +238,21 @@ class AgentStore:
         with self.engine.connect() as conn:
             hosts = conn.execute(sa.select(AGENTS.c.host).where(
                 silent).order_by(AGENTS.c.host)).scalars().all()
-        claimed = []
-        for host in hosts:
-            with self.engine.begin() as conn:
-                # The condition is checked again: a heartbeat or another
-                # thread may have come in since the select.
-                won = conn.execute(AGENTS.update().where(
-                    AGENTS.c.host == host, silent).values(
-                        down_alarmed=True)).rowcount == 1
-                if won:
-                    claimed.append(self._agent(conn.execute(
-                        sa.select(AGENTS).where(
-                            AGENTS.c.host == host)).one()))
-        return claimed
+        claimed = [self._claim(host, silent) for host in hosts]
+        return [agent for agent in claimed if agent is not None]
+
+    @_retry_races
+    def _claim(self, host: str, silent) -> Agent | None:
+        with self.engine.begin() as conn:
+            # The condition is checked again: a heartbeat, another thread
+            # or another conductor may have come in since the select.
+            won = conn.execute(AGENTS.update().where(
+                AGENTS.c.host == host, silent).values(
+                    down_alarmed=True)).rowcount == 1
+            if won:
+                return self._agent(conn.execute(sa.select(AGENTS).where(
+                    AGENTS.c.host == host)).one())
+        return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,6 +288,7 @@ class ProgramStore:
                 created_at=now, updated_at=now))
         return self.get(program_id)
 
+    @_retry_races
     def update(self, program_id: str, now: datetime.datetime,
                **values) -> Program | None:
         with self.engine.begin() as conn:

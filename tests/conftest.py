@@ -58,14 +58,6 @@ def db_pool():
                             % (backend, pool.missing[backend]))
 
 
-def db_server(db_pool, backend):
-    """The running server of ``backend``; skips the test if there is none."""
-    server = db_pool.get(backend)
-    if isinstance(server, str):
-        pytest.skip('%s: %s' % (backend, server))
-    return server
-
-
 @pytest.fixture(params=DB_BACKENDS)
 def db_url(request, tmp_path):
     """The URL of a fresh, empty database, on each backend in turn.
@@ -76,7 +68,7 @@ def db_url(request, tmp_path):
     if request.param == 'sqlite':
         yield 'sqlite:///%s' % (tmp_path / 'sub' / 'conductor.sqlite')
         return
-    server = db_server(request.getfixturevalue('db_pool'), request.param)
+    server = request.getfixturevalue('db_pool').require(request.param)
     name = 'cn_test_%d' % next(_db_names)
     yield server.create_db(name)
     server.drop_db(name)

@@ -350,6 +350,14 @@ class Pool:
             self.missing[backend] = reason
         return self.missing[backend]
 
+    def require(self, backend: str) -> Server:
+        """The running server of ``backend``; skips the test without."""
+        server = self.get(backend)
+        if isinstance(server, str):
+            import pytest
+            pytest.skip('%s: %s' % (backend, server))
+        return server
+
     def stop(self) -> None:
         for server in self.servers.values():
             server.stop()

@@ -38,6 +38,7 @@ import uuid as uuid_lib
 
 from oslo_config import cfg
 from oslo_db import exception as db_exc
+from sqlalchemy import exc as sa_exc
 import webob
 
 from cyborg_nova.api import app as api_app
@@ -64,9 +65,14 @@ def endpoint_problem(endpoint: str) -> str | None:
 
 
 # Database failures that are the database's state, not a bug here: the
-# client may retry. Others (bad SQL, data too long) stay 500s.
+# client may retry. Others (bad SQL, data too long) stay 500s. A server
+# gone under a pooled connection can surface untranslated: on PostgreSQL
+# oslo.db's ping invalidates the pool and the reconnection's refusal is
+# SQLAlchemy's OperationalError (seen restarting the server under two
+# conductors).
 _UNAVAILABLE = (db_exc.DBConnectionError, db_exc.DBNonExistentDatabase,
-                db_exc.DBDeadlock)
+                db_exc.DBDeadlock, sa_exc.OperationalError,
+                sa_exc.DisconnectionError)
 
 
 def _unavailable_db(handler):

@@ -13,8 +13,8 @@
 """The conductor-lite as a real process, configured for one test.
 
 It runs as ``python -m cyborg_nova.cmd.conductor --config-file X``
-with a SQLite file, on 127.0.0.1 and a free port (it prints ``listening
-<url>`` once it accepts requests).
+with a SQLite file (or the database given), on 127.0.0.1 and a free port
+(it prints ``listening <url>`` once it accepts requests).
 """
 
 import http.client
@@ -41,10 +41,14 @@ class Conductor:
 
     :param down_time: ``agent_down_time``.
     :param placement: ``[placement]`` options, or None for none.
+    :param connection: ``[database] connection``; a SQLite file in
+        ``workdir`` by default.
+    :param bind_port: the port; 0 for a free one, chosen anew at each
+        start.
     """
 
     def __init__(self, workdir, down_time=60, agent_timeout=5.0,
-                 placement=None):
+                 placement=None, connection=None, bind_port=0):
         self.workdir = str(workdir)
         os.makedirs(self.workdir, exist_ok=True)
         self.config = os.path.join(self.workdir, 'conductor.conf')
@@ -53,12 +57,13 @@ class Conductor:
         sections = {
             'DEFAULT': {'log_file': self.log_file},
             'cyborg_conductor': {
-                'bind_host': '127.0.0.1', 'bind_port': 0,
+                'bind_host': '127.0.0.1', 'bind_port': bind_port,
                 'admin_token': ADMIN, 'reader_token': READER,
                 'agent_token': AGENT_TOKEN,
                 'agent_down_time': down_time,
                 'agent_timeout': agent_timeout},
-            'database': {'connection': 'sqlite:///%s' % self.database},
+            'database': {'connection': connection
+                         or 'sqlite:///%s' % self.database},
         }
         if placement:
             sections['placement'] = placement
@@ -97,11 +102,14 @@ class Conductor:
         self.url = line.split()[1].decode()
         return self
 
-    def stop(self):
-        """SIGTERM, as an init system stops it; the exit status."""
+    def stop(self, sig=signal.SIGTERM):
+        """SIGTERM, as an init system stops it; the exit status.
+
+        :param sig: another signal (SIGKILL: a crash).
+        """
         if self.proc is None:
             return None
-        self.proc.send_signal(signal.SIGTERM)
+        self.proc.send_signal(sig)
         try:
             code = self.proc.wait(15)
         except subprocess.TimeoutExpired:

@@ -12,17 +12,12 @@
 
 """Shared pytest fixtures: fake hosts built from host profiles; databases."""
 
-import itertools
 import os
 
 import pytest
 
 from cyborg_drivers.fake import hosttree
 from tests import dbservers
-
-#: The database backends the conductor's database tests run on.
-DB_BACKENDS = ('sqlite', 'mysql', 'postgresql')
-_db_names = itertools.count(1)
 
 
 @pytest.fixture
@@ -58,20 +53,15 @@ def db_pool():
                             % (backend, pool.missing[backend]))
 
 
-@pytest.fixture(params=DB_BACKENDS)
+@pytest.fixture(params=dbservers.BACKENDS)
 def db_url(request, tmp_path):
     """The URL of a fresh, empty database, on each backend in turn.
 
     SQLite: a file in a directory not created yet. MariaDB, PostgreSQL:
     a new database on the session's private server, dropped afterwards.
     """
-    if request.param == 'sqlite':
-        yield 'sqlite:///%s' % (tmp_path / 'sub' / 'conductor.sqlite')
-        return
-    server = request.getfixturevalue('db_pool').require(request.param)
-    name = 'cn_test_%d' % next(_db_names)
-    yield server.create_db(name)
-    server.drop_db(name)
+    with dbservers.database(request, request.param, tmp_path) as url:
+        yield url
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -21,6 +21,8 @@ PostgreSQL (which refuses root) as the ``postgres`` system user.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
 import pwd
 import shutil
@@ -30,6 +32,10 @@ import subprocess
 import time
 
 PG_BIN = '/usr/lib/postgresql/15/bin'
+
+#: The database backends the conductor's database tests run on.
+BACKENDS = ('sqlite', 'mysql', 'postgresql')
+_names = itertools.count(1)
 
 
 def free_port() -> int:
@@ -364,3 +370,21 @@ class Pool:
         self.servers = {}
         if self.workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def database(request, backend: str, directory):
+    """The URL of a fresh database of ``backend`` for a test or a module.
+
+    :param request: the pytest request, for the session's ``db_pool``.
+    :param directory: where SQLite's file goes (in a subdirectory not
+        created yet).
+    """
+    if backend == 'sqlite':
+        yield 'sqlite:///%s' % os.path.join(str(directory), 'sub',
+                                            'conductor.sqlite')
+        return
+    server = request.getfixturevalue('db_pool').require(backend)
+    name = 'cn_test_%d' % next(_names)
+    yield server.create_db(name)
+    server.drop_db(name)

@@ -10,25 +10,32 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Agents register, heartbeat, go DOWN and survive a restart."""
+"""Agents register, heartbeat, go DOWN and survive a restart.
+
+On each database backend: SQLite, and the session's private MariaDB and
+PostgreSQL servers.
+"""
 
 import re
 import time
 
 import pytest
 
+from tests import dbservers
 from tests.functional.conductor import conductor_fixture as cf
 
 DOWN_TIME = 2
 HEARTBEAT = 0.5
 
 
-@pytest.fixture(scope='module')
-def conductor(tmp_path_factory):
-    conductor = cf.Conductor(tmp_path_factory.mktemp('conductor'),
-                             down_time=DOWN_TIME).start()
-    yield conductor
-    assert conductor.stop() == 0
+@pytest.fixture(scope='module', params=dbservers.BACKENDS)
+def conductor(request, tmp_path_factory):
+    workdir = tmp_path_factory.mktemp('conductor')
+    with dbservers.database(request, request.param, workdir) as url:
+        conductor = cf.Conductor(workdir, down_time=DOWN_TIME,
+                                 connection=url).start()
+        yield conductor
+        assert conductor.stop() == 0
 
 
 def hello(conductor, host, status='READY', endpoint=None):
@@ -128,8 +135,8 @@ def test_silent_agent_turns_down_and_alarms_once(conductor):
     assert len(alarms(conductor, 'cn-silent')) == 2
 
 
-def test_restart_keeps_agents(tmp_path):
-    conductor = cf.Conductor(tmp_path).start()
+def test_restart_keeps_agents(tmp_path, db_url):
+    conductor = cf.Conductor(tmp_path, connection=db_url).start()
     try:
         hello(conductor, 'cn-one')
         hello(conductor, 'cn-two', status='DRAINING')

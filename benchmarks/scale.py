@@ -80,8 +80,10 @@ os.environ.setdefault('OS_NOVA_DISABLE_EVENTLET_PATCHING', '1')
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(HERE)
+if REPO_ROOT not in sys.path:
+    sys.path.insert(1, REPO_ROOT)
+from tests import dbservers  # noqa: E402
 PLACEMENT_VENV = os.path.join(REPO_ROOT, '.venv-placement')
-PG_BIN = '/usr/lib/postgresql/15/bin'
 #: Root provider uuids: as tools/report_host.py derives them.
 ROOT_NAMESPACE = uuid.UUID('2b4c6c1e-8d7a-4f0e-9a55-7d1f6d7e2c11')
 #: What the resource tracker reports for the host itself.
@@ -164,80 +166,31 @@ def http(url: str, method: str = 'GET', body=None, version: str = '1.39',
 
 # -- PostgreSQL ------------------------------------------------------------
 
-class Postgres:
-    """A throw-away PostgreSQL 15 instance on loopback, as user postgres."""
+class Postgres(dbservers.PostgreSQL):
+    """A throw-away PostgreSQL 15 instance on loopback, as user postgres.
 
-    def __init__(self, workdir: str) -> None:
-        self.dir = os.path.join(workdir, 'pg')
-        self.data = os.path.join(self.dir, 'data')
-        self.port = free_port()
-        self.pid = None
+    The tests' private server (tests/dbservers.py), with the benchmarks'
+    settings: durable unless a database is created otherwise.
+    """
 
-    @staticmethod
-    def available() -> bool:
-        return (os.path.exists(os.path.join(PG_BIN, 'initdb'))
-                and os.geteuid() == 0 and shutil.which('runuser'))
+    settings = '-c max_connections=300 -c shared_buffers=512MB'
 
-    def _as_postgres(self, *cmd, **kw):
-        return subprocess.run(['runuser', '-u', 'postgres', '--'] + list(cmd),
-                              check=True, capture_output=True, text=True,
-                              **kw)
-
-    def start(self) -> None:
-        os.makedirs(self.dir)
-        shutil.chown(self.dir, 'postgres', 'postgres')
-        os.chmod(os.path.dirname(self.dir), 0o755)
-        self._as_postgres(os.path.join(PG_BIN, 'initdb'), '-D', self.data,
-                          '-A', 'trust', '-U', 'postgres', '-E', 'UTF8',
-                          '--no-sync')
-        opts = ('-p %d -k %s -c listen_addresses=127.0.0.1 '
-                '-c max_connections=300 -c shared_buffers=512MB'
-                % (self.port, self.dir))
-        self._as_postgres(os.path.join(PG_BIN, 'pg_ctl'), '-D', self.data,
-                          '-o', opts, '-l', os.path.join(self.dir, 'log'),
-                          '-w', 'start')
-        with open(os.path.join(self.data, 'postmaster.pid')) as f:
-            self.pid = int(f.readline())
-
-    def psql(self, sql: str) -> str:
-        return self._as_postgres(
-            os.path.join(PG_BIN, 'psql'), '-h', '127.0.0.1', '-p',
-            str(self.port), '-U', 'postgres', '-At', '-c', sql).stdout
+    @classmethod
+    def available(cls) -> bool:
+        return cls.unavailable() is None
 
     def create_db(self, name: str, durable: bool = False) -> str:
-        self.psql('CREATE DATABASE %s' % name)
+        url = super().create_db(name)
         if not durable:
             # Commits are not waited for on disk (as sqlite_synchronous =
             # False for SQLite): the comparison is about the engines and
             # their workers, not this machine's disk flush latency.
-            self.psql('ALTER DATABASE %s SET synchronous_commit = off'
-                      % name)
-        return self.url(name)
-
-    def drop_db(self, name: str) -> None:
-        self.psql('DROP DATABASE IF EXISTS %s' % name)
-
-    def url(self, name: str) -> str:
-        return 'postgresql+psycopg2://postgres@127.0.0.1:%d/%s' % (
-            self.port, name)
+            self.execute('ALTER DATABASE %s SET synchronous_commit = off'
+                         % name)
+        return url
 
     def version(self) -> str:
-        return self.psql('SHOW server_version').strip()
-
-    def stop(self) -> None:
-        if self.pid is None:
-            return
-        try:
-            os.kill(self.pid, signal.SIGINT)  # fast shutdown
-        except ProcessLookupError:
-            pass
-        for _ in range(300):
-            try:
-                os.kill(self.pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-        self.pid = None
+        return self.server_version
 
 
 # -- Placement server --------------------------------------------------------

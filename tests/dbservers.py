@@ -69,7 +69,7 @@ class Server:
         self.port = free_port()
         self.start_seconds = None
         self.restart_seconds = None
-        self.version = ''
+        self.server_version = ''
 
     @classmethod
     def unavailable(cls) -> str | None:
@@ -86,7 +86,8 @@ class Server:
         deadline = time.monotonic() + 60
         while True:
             try:
-                self.version = self.execute(self._version_sql)[0][0]
+                self.server_version = self.execute(
+                    self._version_sql)[0][0]
                 break
             except Exception:
                 if time.monotonic() > deadline or not self._alive():
@@ -128,8 +129,9 @@ class Server:
             return ''
 
     def summary(self) -> str:
-        line = '%s %s: started in %.1f s (data directory initialised ' \
-               'included)' % (self.label, self.version, self.start_seconds)
+        line = ('%s %s: started in %.1f s (data directory initialised '
+                'included)' % (self.label, self.server_version,
+                               self.start_seconds))
         if self.restart_seconds is not None:
             line += ', restarted in %.1f s' % self.restart_seconds
         return line
@@ -231,6 +233,9 @@ class PostgreSQL(Server):
     label = 'PostgreSQL'
     _version_sql = 'SHOW server_version'
     _create_sql = "CREATE DATABASE %s ENCODING 'UTF8'"
+    #: Server settings: the tests want speed, not durability.
+    settings = ('-c max_connections=300 -c fsync=off '
+                '-c synchronous_commit=off -c full_page_writes=off')
 
     def __init__(self, workdir: str) -> None:
         super().__init__(workdir)
@@ -273,10 +278,8 @@ class PostgreSQL(Server):
                        '--no-sync')
 
     def _run(self) -> None:
-        opts = ('-p %d -k %s -c listen_addresses=127.0.0.1 '
-                '-c max_connections=300 -c fsync=off '
-                '-c synchronous_commit=off -c full_page_writes=off'
-                % (self.port, self.dir))
+        opts = '-p %d -k %s -c listen_addresses=127.0.0.1 %s' % (
+            self.port, self.dir, self.settings)
         self._as_owner(os.path.join(PG_BIN, 'pg_ctl'), '-D', self.data,
                        '-o', opts, '-l', self._log_file, '-w', 'start')
         with open(os.path.join(self.data, 'postmaster.pid')) as f:
@@ -349,7 +352,8 @@ class Pool:
                     server.start()
                 except Exception as exc:
                     server.stop()
-                    reason = '%s did not start: %s' % (cls.label, exc)
+                    reason = '%s did not start: %s %s' % (
+                        cls.label, exc, getattr(exc, 'stderr', '') or '')
                 else:
                     self.servers[backend] = server
                     return server

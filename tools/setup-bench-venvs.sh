@@ -6,7 +6,8 @@
 #   benchmarks/scale.py and benchmarks/churn.py). Installed with apt-get
 #   when missing (needs root); nothing is started here: the benchmarks
 #   start their own throw-away PostgreSQL instance (initdb + pg_ctl as
-#   the postgres user, on loopback) and stop it by PID.
+#   the postgres user, on loopback; tests/dbservers.py, as the tests do)
+#   and stop it by PID.
 # - .venv-placement: openstack-placement 16 served by gunicorn, with the
 #   PostgreSQL (psycopg2-binary) and MariaDB (PyMySQL) drivers.
 # - .venv-cyborg: upstream OpenStack Cyborg from PyPI, whose drivers'
@@ -70,6 +71,13 @@ if [ -x "$bench_venv/bin/python" ] && \
     echo "Installing matplotlib into $bench_venv (the plots)"
     "$bench_venv/bin/python" -m pip -q --disable-pip-version-check \
         install matplotlib 2> >(grep -v "^WARNING: Location '" >&2)
+fi
+# The private PostgreSQL (tests/dbservers.py) is driven with psycopg2.
+if [ -x "$bench_venv/bin/python" ] && \
+        ! "$bench_venv/bin/python" -c 'import psycopg2' 2>/dev/null; then
+    echo "Installing psycopg2-binary into $bench_venv"
+    "$bench_venv/bin/python" -m pip -q --disable-pip-version-check \
+        install psycopg2-binary 2> >(grep -v "^WARNING: Location '" >&2)
 fi
 
 "$top/.venv-placement/bin/python" - <<'PY'

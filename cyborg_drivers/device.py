@@ -208,3 +208,57 @@ class Accelerator:
             'placement': self._placement(),
             **self._details(),
         }
+
+
+def from_hardware(entry: dict) -> Accelerator:
+    """The accelerator a :meth:`Accelerator.to_hardware` entry describes.
+
+    What an out-of-process driver serves comes back as the device model,
+    so its devices reach Placement and the guest as local ones do. Only
+    what ``to_hardware`` writes is read; the result is ``remote``.
+
+    :raises ValueError: the entry lacks the ``pci`` or ``placement``
+        extension, or a field is of the wrong kind (say which).
+    """
+    try:
+        pci = entry['pci']
+        placed = entry['placement']
+        sriov = pci.get('sriov')
+        accelerator = Accelerator(
+            address=pci['address'],
+            driver=str(entry.get('driver') or 'remote'),
+            device_type=entry['acc_specs']['device_type'],
+            resource_class=placed['resource_class'],
+            traits=tuple(placed.get('traits', ())),
+            total=int(placed['total']),
+            vendor_id=pci['vendor_id'],
+            product_id=pci['product_id'],
+            class_code=pci['class_code'],
+            subsystem_vendor_id=pci.get('subsystem_vendor_id'),
+            subsystem_product_id=pci.get('subsystem_product_id'),
+            numa_node=pci.get('numa_node'),
+            iommu_group=pci.get('iommu_group'),
+            kernel_driver=pci.get('kernel_driver'),
+            functions=tuple(pci.get('functions', ())),
+            units=tuple(placed.get('units', ())),
+            sriov=(SriovInfo(sriov['total_vfs'], sriov['num_vfs'],
+                             tuple(sriov.get('vf_addresses', ())))
+                   if sriov else None),
+            setup_required=bool(entry.get('acc_status', {}).get(
+                'setup_required', False)),
+            reboot_required=bool(entry.get('acc_status', {}).get(
+                'reboot_required', False)),
+            problems=tuple(entry.get('problems', ())),
+            remote=True)
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError('not a device of this project\'s /hardware '
+                         'shape: %s %s' % (type(exc).__name__, exc))
+    bad = [a for a in (accelerator.address, *accelerator.units,
+                       *accelerator.functions)
+           if not isinstance(a, str) or not is_pci_address(a)]
+    if bad:
+        raise ValueError('not PCI addresses: %s' % ', '.join(map(str, bad)))
+    if not isinstance(accelerator.resource_class, str) or not all(
+            isinstance(t, str) for t in accelerator.traits):
+        raise ValueError('resource class and traits must be strings')
+    return accelerator

@@ -36,6 +36,7 @@ import os_traits
 
 from cyborg_drivers import device as device_model
 from cyborg_drivers import discovery
+from cyborg_nova import remote_devices
 from cyborg_nova import state as state_store
 
 LOG = logging.getLogger(__name__)
@@ -70,6 +71,12 @@ def reserved(state: str, accelerator: device_model.Accelerator | None,
             or accelerator.setup_required or accelerator.problems):
         return total
     return 0
+
+
+def fully_reserved(inventories: dict) -> dict:
+    """``inventories`` with each record's ``reserved`` = its total."""
+    return {rc: dict(inv, reserved=inv['total'])
+            for rc, inv in inventories.items()}
 
 
 def inventory(accelerator: device_model.Accelerator, state: str) -> dict:
@@ -148,6 +155,58 @@ class ProviderTreeUpdater:
                 continue
             self._vanished(provider_tree, nodename, address, uuid, data,
                            states.get(address), allocations)
+        self._update_remote(provider_tree, nodename, root_uuid,
+                            result.accelerators, allocations)
+
+    def _update_remote(self, provider_tree, nodename: str, root_uuid: str,
+                       local, allocations: dict | None) -> None:
+        """The devices of out-of-process drivers, as the agent recorded.
+
+        The same providers as local devices (named with
+        :data:`remote_devices.NAME_INFIX`), ``reserved`` from the same
+        rule: a DOWN driver's devices are fenced, as the agent fenced
+        them. A device its driver no longer reports is removed once
+        nothing holds it, and fenced until then.
+        """
+        prefix = nodename + remote_devices.NAME_INFIX
+        ours = {uuid: provider_tree.data(uuid)
+                for uuid in provider_tree.get_provider_uuids(nodename)}
+        ours = {uuid: data for uuid, data in ours.items()
+                if data.parent_uuid == root_uuid
+                and data.name.startswith(prefix)}
+        found = remote_devices.by_provider(self.store, nodename, local)
+        for uuid, device in sorted(found.items()):
+            accelerator = device.accelerator
+            if uuid not in ours:
+                provider_tree.new_child(
+                    remote_devices.provider_name(nodename, device.address),
+                    root_uuid, uuid=uuid)
+                LOG.info('Reporting accelerator %s of out-of-process '
+                         'driver %s (%s x %d) as provider %s',
+                         device.address, device.endpoint,
+                         accelerator.resource_class, accelerator.total, uuid)
+            current = provider_tree.data(uuid)
+            provider_tree.update_inventory(uuid, self._keep_used(
+                uuid, device.address, current.inventory,
+                inventory(accelerator, device.state), allocations))
+            # Traits others added are kept; the device's are added.
+            wanted = set(current.traits) | set(accelerator.traits) | {
+                OWNER_TRAIT}
+            if wanted != set(current.traits):
+                provider_tree.update_traits(uuid, wanted)
+        for uuid, data in ours.items():
+            if uuid in found:
+                continue
+            usage = self._usage(uuid, allocations)
+            if usage is not None and not any(usage.values()):
+                LOG.info('Accelerator %s of an out-of-process driver is '
+                         'gone and nothing holds it: removing provider %s',
+                         data.name[len(prefix):], uuid)
+                provider_tree.remove(uuid)
+                continue
+            fenced = fully_reserved(data.inventory)
+            if fenced != data.inventory:
+                provider_tree.update_inventory(uuid, fenced)
 
     def _keep_used(self, uuid: str, address: str, current: dict,
                    wanted: dict, allocations: dict | None) -> dict:
@@ -200,8 +259,7 @@ class ProviderTreeUpdater:
     def _vanished(self, provider_tree, nodename: str, address: str,
                   uuid: str, data, row: state_store.DeviceState | None,
                   allocations: dict | None) -> None:
-        fenced = {rc: dict(inv, reserved=inv['total'])
-                  for rc, inv in data.inventory.items()}
+        fenced = fully_reserved(data.inventory)
         if row is not None and not row.missing:
             # First update without it: fence now, decide next time. Had
             # it been removed at once, an allocation placed before the

@@ -22,8 +22,13 @@ it: :class:`RemoteDriver` is one driver's state machine (UP, DOWN after
 :class:`Registry` keeps them, polls them from a small thread pool and
 merges their devices into the agent's listing as remote ones.
 
-Such devices are not on this host's PCI bus and Nova does not report
-them, so they are listed but never fenced.
+An entry that carries this project's extension (``pci`` and
+``placement``, as ``cyborg-nova-driver`` serves them) is a device like a
+local one: the registry hands each driver's state and devices to its
+``on_change`` callback, which the agent uses to record them in the state
+store (nova-compute reports them to Placement from there) and to fence
+them at once when the driver goes DOWN. Entries of the seed's bare shape
+are listed only.
 """
 
 from __future__ import annotations
@@ -85,6 +90,15 @@ ENTRY_SCHEMA = {
 }
 
 
+#: Keys of an entry kept beyond the spec's: this project's extension,
+#: what Placement and the guest need (see
+#: :meth:`cyborg_drivers.device.Accelerator.to_hardware`).
+EXTENSION_KEYS = ('driver', 'pci', 'placement', 'problems')
+
+#: ``on_change(endpoint, type, state, hardware)``: a driver's state or
+#: devices as polled differ from what was last handed over.
+OnChange = Callable[[str, str, str, list], None]
+
 #: An endpoint that is not an http(s) URL the agent can call.
 InvalidEndpoint = endpoints.InvalidEndpoint
 
@@ -124,7 +138,9 @@ def parse_hardware(document: Any) -> tuple[list[dict], list[str]]:
             continue
         entries.append({'uuid': entry['uuid'],
                         'acc_specs': dict(entry['acc_specs']),
-                        'acc_status': _status(entry.get('acc_status', {}))})
+                        'acc_status': _status(entry.get('acc_status', {})),
+                        **{k: entry[k] for k in EXTENSION_KEYS
+                           if k in entry}})
     return entries, problems
 
 
@@ -164,6 +180,8 @@ class RemoteDriver:
     next_poll: float = 0.0
     #: When it went DOWN (time.monotonic()), to evict the longest DOWN.
     down_since: float | None = None
+    #: (state, hardware) last handed to the registry's ``on_change``.
+    recorded: tuple | None = None
 
     def succeeded(self, hardware: list[dict], problems: list[str],
                   now: float, interval: float) -> bool:
@@ -241,6 +259,8 @@ class RemoteDriver:
                 'state': None,
                 'health': {'healthy': not problems,
                            'problems': list(problems)},
+                **{k: entry[k] for k in ('pci', 'placement')
+                   if k in entry},
             })
         return entries
 
@@ -310,12 +330,14 @@ class Registry:
     def __init__(self, threshold: int, interval: float,
                  client: DriverClient | None = None, workers: int = 4,
                  max_drivers: int = MAX_DRIVERS,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 on_change: OnChange | None = None) -> None:
         self.threshold = threshold
         self.interval = interval
         self.client = client or DriverClient()
         self.max_drivers = max_drivers
         self.clock = clock
+        self.on_change = on_change
         self._drivers: dict[str, RemoteDriver] = {}
         self._busy: set[str] = set()
         self._lock = threading.Lock()
@@ -485,3 +507,35 @@ class Registry:
             else:
                 LOG.debug('Out-of-process driver %s: %s (%d in a row)',
                           driver.name, error, driver.failures)
+            change = self._change(driver, error is None)
+        if change is not None:
+            self._hand_over(endpoint, change)
+
+    @staticmethod
+    def _change(driver: RemoteDriver, answered: bool) -> tuple | None:
+        """(type, state, hardware) to hand over, if it changed.
+
+        Only what a poll proved: a good answer (UP and its devices) or
+        DOWN; a failure short of the threshold changes nothing yet.
+        """
+        if not answered and driver.state != DOWN:
+            return None
+        snapshot = (driver.state, json.dumps(driver.hardware,
+                                             sort_keys=True))
+        if snapshot == driver.recorded:
+            return None
+        driver.recorded = snapshot
+        return driver.type, driver.state, list(driver.hardware)
+
+    def _hand_over(self, endpoint: str, change: tuple) -> None:
+        if self.on_change is None:
+            return
+        try:
+            self.on_change(endpoint, *change)
+        except Exception:
+            LOG.exception('Recording out-of-process driver %s failed; '
+                          'retried at its next poll', endpoint)
+            with self._lock:
+                driver = self._drivers.get(endpoint)
+                if driver is not None:
+                    driver.recorded = None

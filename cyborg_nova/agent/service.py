@@ -45,6 +45,7 @@ from cyborg_nova.agent import api
 from cyborg_nova.agent import heartbeat
 from cyborg_nova.agent import host
 from cyborg_nova.agent import remote
+from cyborg_nova.agent import remote_sync
 from cyborg_nova.api import server
 from cyborg_nova.conf import agent as agent_conf
 from cyborg_nova import fencing
@@ -124,8 +125,12 @@ class Agent:
             drivers, conf.cyborg_nova.sysfs_root, self.store,
             self.nodename, self._fencer(), conf.cyborg_nova.auto_ready,
             self.notifier)
+        self.remote_recorder = remote_sync.RemoteRecorder(
+            self.store, self.nodename, self.local.fencer,
+            self.local.accelerators)
         self.registry = remote.Registry(opts.driver_failure_threshold,
-                                        opts.driver_poll_interval)
+                                        opts.driver_poll_interval,
+                                        on_change=self.remote_recorder)
         self.discovery = Discovery(self._discover, opts.discovery_interval)
         self.watcher = (events.PciEventWatcher(self._on_event)
                         if opts.watch_udev else None)
@@ -268,6 +273,13 @@ class Agent:
         except sysfs.NoSysfs as exc:
             LOG.error('No PCI bus to discover: %s', exc)
         self.registry.start()
+        for endpoint, type_ in self.remote_recorder.known():
+            # Registered before this start: polled again, fenced if DOWN.
+            try:
+                self.registry.hello(endpoint, type_)
+            except (remote.InvalidEndpoint, remote.RegistryFull) as exc:
+                LOG.warning('Not polling out-of-process driver %s again: '
+                            '%s', endpoint, exc)
         self.discovery.start()
         if self.programmer is not None:
             threading.Thread(target=self._recover_programs, daemon=True,

@@ -66,6 +66,10 @@ class Route:
     operation_id: str = ''
     #: Error codes of this route beyond those every route may answer.
     errors: tuple[int, ...] = ()
+    #: Served without a token or policy check (``rule`` unused): the
+    #: driver half of the internal API, which the agent calls without
+    #: one, on a service that listens on loopback only.
+    public: bool = False
 
     def __post_init__(self) -> None:
         pattern = re.sub(r'\{(\w+)\}', r'(?P<\1>[^/]+)', self.path)
@@ -115,7 +119,7 @@ class Application:
         self.enforcer.register_defaults(rules)
         known = {r.name for r in rules}
         for route in routes:
-            if route.rule not in known:
+            if not route.public and route.rule not in known:
                 raise ValueError('route %s %s names unknown policy rule %s'
                                  % (route.method, route.path, route.rule))
 
@@ -161,8 +165,8 @@ class Application:
                                         methods), {'Allow': methods})
             raise HTTPError(404, 'no such resource: %s' % request.path_info)
         route, params = match
-        roles = self._authenticate(request)
-        self._authorize(route, roles)
+        if not route.public:
+            self._authorize(route, self._authenticate(request))
         kwargs = dict(params)
         if route.body is not None:
             kwargs['body'] = self._body(request, route.body)
@@ -245,8 +249,8 @@ class Application:
             op: dict[str, Any] = {
                 'operationId': route.operation_id,
                 'summary': route.summary,
-                'security': [{'token': []}],
-                'x-policy-rule': route.rule,
+                'security': [] if route.public else [{'token': []}],
+                **({} if route.public else {'x-policy-rule': route.rule}),
                 'responses': {
                     str(route.status): {
                         'description': route.summary,

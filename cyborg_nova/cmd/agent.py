@@ -23,9 +23,7 @@ It prints ``listening <url>`` on stdout once it serves.
 
 from __future__ import annotations
 
-import signal
 import sys
-import threading
 
 from keystoneauth1 import exceptions as ks_exc
 from oslo_config import cfg
@@ -33,6 +31,7 @@ from oslo_log import log as oslo_logging
 
 from cyborg_drivers import base
 from cyborg_nova.agent import service
+from cyborg_nova.cmd import serving
 from cyborg_nova import conf as cn_conf
 from cyborg_nova.conf import agent as agent_conf
 from cyborg_nova import placement
@@ -70,13 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         # function, so a broken [placement] is not silently ignored.
         LOG.error('Cannot start: %s', exc)
         return 1
-    stopping = threading.Event()
-
-    def on_signal(signum, frame):
-        LOG.info('Signal %d: stopping', signum)
-        stopping.set()
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stopping = serving.on_signals(LOG)
     try:
         agent.start()
     except (OSError, ValueError) as exc:
@@ -85,12 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         LOG.error('Cannot start: %s', exc)
         agent.stop()
         return 1
-    print('listening %s' % agent.server.url, flush=True)
-    while not stopping.wait(1.0):
-        pass
-    agent.stop()
-    LOG.info('Stopped')
-    return 0
+    return serving.serve(LOG, agent.server.url, stopping, agent.stop)
 
 
 if __name__ == '__main__':

@@ -31,6 +31,7 @@ from typing import Iterable
 
 from cyborg_nova.store import database
 from cyborg_nova.store import jobs
+from cyborg_nova.store import remote
 from cyborg_nova.store import services
 from cyborg_nova.store import units
 
@@ -85,6 +86,8 @@ class StateStore(database.Database):
         self.jobs = jobs.JobTable(self)
         #: The services of each device, as discover-services last found.
         self.services = services.ServiceTable(self)
+        #: The out-of-process drivers the agent registered, and devices.
+        self.remote = remote.RemoteDriverTable(self)
 
     @staticmethod
     def _row(row) -> DeviceState:

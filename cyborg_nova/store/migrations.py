@@ -168,6 +168,25 @@ def _device_services(db: sqlite3.Connection) -> None:
         PRIMARY KEY (nodename, address))""")
 
 
+# -- step 3: out-of-process drivers and their devices -----------------------
+
+def _remote_drivers(db: sqlite3.Connection) -> None:
+    """Each registered out-of-process driver: its state and its devices.
+
+    The agent writes a row when a driver registers, goes DOWN, comes
+    back UP or reports other devices; nova-compute's update reads them
+    and reports the devices as providers, fenced while DOWN.
+    """
+    db.execute("""CREATE TABLE IF NOT EXISTS remote_drivers (
+        nodename TEXT NOT NULL,
+        endpoint TEXT NOT NULL,
+        type TEXT NOT NULL,
+        state TEXT NOT NULL,
+        hardware TEXT NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (nodename, endpoint))""")
+
+
 #: Every step, in order; the store's version is the number of the last
 #: one applied.
 MIGRATIONS: tuple[Migration, ...] = (
@@ -175,6 +194,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _baseline),
     Migration(2, 'device_services: the services discover-services found',
               _device_services),
+    Migration(3, 'remote_drivers: out-of-process drivers, their state '
+              'and devices', _remote_drivers),
 )
 #: The version this code writes and reads.
 LATEST = MIGRATIONS[-1].number

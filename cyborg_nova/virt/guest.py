@@ -53,6 +53,7 @@ from nova.virt.libvirt import config as vconfig
 from cyborg_drivers import guest_xml
 from cyborg_nova import assignments
 from cyborg_nova import providers
+from cyborg_nova import remote_devices
 from cyborg_nova.virt import moves
 
 LOG = logging.getLogger(__name__)
@@ -109,11 +110,27 @@ class GuestAcceleratorsMixin:
         return list(self.get_available_nodes(refresh=False))
 
     def _our_providers(self, nodes=None) -> dict[str, tuple[str, str]]:
-        """{provider uuid: (nodename, address)} of this host's devices."""
+        """{provider uuid: (nodename, address)} of this host's devices.
+
+        Those of out-of-process drivers (:mod:`cyborg_nova.
+        remote_devices`) included, under their own provider uuids.
+        """
         store = self._updater().store
-        return {providers.provider_uuid(node, address): (node, address)
-                for node in (nodes or self._our_nodes())
-                for address in store.devices(node)}
+        ours = {}
+        for node in (nodes or self._our_nodes()):
+            for address in store.devices(node):
+                ours[providers.provider_uuid(node, address)] = (node,
+                                                                address)
+            for device in remote_devices.devices(store, node):
+                ours[device.uuid(node)] = (node, device.address)
+        return ours
+
+    def _accelerator_of(self, rp, node, address, found, remote):
+        """The device behind provider ``rp``, local or remote; or None."""
+        if rp == remote_devices.provider_uuid(node, address):
+            device = remote.get(rp)
+            return device.accelerator if device is not None else None
+        return found.get(address)
 
     # -- making a consumer's units match its allocations --------------------
 
@@ -148,10 +165,15 @@ class GuestAcceleratorsMixin:
             return self._unavailable(
                 strict, instance, 'cannot read the accelerators of this '
                 'host: %s' % exc)
+        remote = {}
+        for node in sorted({ours[rp][0] for rp in wanted}):
+            remote.update(remote_devices.by_provider(
+                self._updater().store, node, found.values()))
         links = moves.links(context)
         for rp, resources in sorted(wanted.items()):
-            address = ours[rp][1]
-            accelerator = found.get(address)
+            node, address = ours[rp]
+            accelerator = self._accelerator_of(rp, node, address, found,
+                                               remote)
             if accelerator is None:
                 self._unavailable(
                     strict, instance, 'accelerator %s (provider %s) is '

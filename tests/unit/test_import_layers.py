@@ -15,8 +15,9 @@
 1. hardware knowledge, without Nova: ``cyborg_drivers`` and ``privsep``;
 2. the library: the rest of ``cyborg_nova`` (Placement clients, the
    state store, assignments, attach, programming, providers, conf...);
-3. the services: ``cyborg_nova.agent`` and ``cyborg_nova.conductor``,
-   and ``cyborg_nova.api``, the HTTP layer they share (it serves their
+3. the services: ``cyborg_nova.agent``, ``cyborg_nova.conductor`` and
+   ``cyborg_nova.remote_driver`` (an out-of-process driver), and
+   ``cyborg_nova.api``, the HTTP layer they share (it serves their
    routes and imports neither);
 4. the edges: ``cyborg_nova.virt`` (the only importer of ``nova``) and
    ``cyborg_nova.cmd`` (the entry points, which may import anything).
@@ -24,9 +25,9 @@
 Every import counts, at module level or inside a function (a lazy import
 is still an arrow), except those under ``if TYPE_CHECKING:``; so do
 ``importlib.import_module()`` and ``__import__()`` of a literal name.
-Within a layer: the agent and the conductor never import each other's
-modules, the shared HTTP layer imports neither, and ``virt`` does not
-import ``cmd``.
+Within a layer: the agent, the conductor and the driver service never
+import each other's modules, the shared HTTP layer imports none of them,
+and ``virt`` does not import ``cmd``.
 
 One arrow up is allowed, and checked: the privsep daemons read their own
 options (``[cyborg_nova_privsep]``) from :mod:`cyborg_nova.conf.privsep`,
@@ -52,6 +53,7 @@ HARDWARE, LIBRARY, SERVICES, EDGES = 1, 2, 3, 4
 LAYERS = {HARDWARE: 'hardware', LIBRARY: 'library', SERVICES: 'services',
           EDGES: 'edges'}
 AGENT, CONDUCTOR = 'cyborg_nova.agent', 'cyborg_nova.conductor'
+DRIVER = 'cyborg_nova.remote_driver'
 #: The HTTP layer both services use.
 SHARED_HTTP = 'cyborg_nova.api'
 VIRT, CMD = 'cyborg_nova.virt', 'cyborg_nova.cmd'
@@ -72,7 +74,7 @@ def layer(module: str) -> int | None:
         return None
     if within(module, VIRT) or within(module, CMD):
         return EDGES
-    if any(within(module, p) for p in (AGENT, CONDUCTOR, SHARED_HTTP)):
+    if any(within(module, p) for p in (AGENT, CONDUCTOR, DRIVER, SHARED_HTTP)):
         return SERVICES
     return LIBRARY
 
@@ -220,8 +222,10 @@ def _why(graph: dict, source: str, target: str) -> str | None:
         return 'up from the %s layer to the %s layer' % (LAYERS[src],
                                                          LAYERS[dst])
     if src == dst == SERVICES:
-        for mine, other in ((AGENT, CONDUCTOR), (CONDUCTOR, AGENT),
-                            (SHARED_HTTP, AGENT), (SHARED_HTTP, CONDUCTOR)):
+        services = (AGENT, CONDUCTOR, DRIVER)
+        pairs = [(a, b) for a in services for b in services if a != b]
+        pairs += [(SHARED_HTTP, s) for s in services]
+        for mine, other in pairs:
             if within(source, mine) and within(target, other):
                 return '%s must not import %s' % (mine, other)
     if within(source, VIRT) and within(target, CMD):

@@ -36,6 +36,19 @@ DC_PF = '0000:70:00.0'
 DC = 'trait:CUSTOM_QAT_DC'
 
 
+def capture_xmls(test):
+    """Every XML fakelibvirt is asked to define, into a list; the list."""
+    xmls = []
+    real = fakelibvirt.Connection.defineXML
+
+    def define(conn, xml):
+        xmls.append(xml)
+        return real(conn, xml)
+    test.useFixture(fixtures.MonkeyPatch(
+        'nova.tests.fixtures.libvirt.Connection.defineXML', define))
+    return xmls
+
+
 def hostdevs(xml):
     """The PCI addresses of the managed ``<hostdev>`` elements, sorted."""
     found = []

@@ -19,14 +19,13 @@ allocated.
 
 import os
 
-import fixtures
 from nova import context as nova_context
 from nova import objects
-from nova.tests.fixtures import libvirt as fakelibvirt
 
 from cyborg_nova import assignments
 from cyborg_nova import state
 from tests.functional.nova import base
+from tests.functional.nova.moves import capture_xmls
 from tests.functional.nova.moves import hostdevs
 
 
@@ -34,14 +33,7 @@ class TestGuestDevices(base.LibvirtAcceleratorTestCase):
 
     def setUp(self):
         super().setUp()
-        self.xmls = []
-        real = fakelibvirt.Connection.defineXML
-
-        def define(conn, xml):
-            self.xmls.append(xml)
-            return real(conn, xml)
-        self.useFixture(fixtures.MonkeyPatch(
-            'nova.tests.fixtures.libvirt.Connection.defineXML', define))
+        self.xmls = capture_xmls(self)
 
     def store(self, host):
         return assignments.Assignments(state.StateStore(

@@ -250,7 +250,7 @@ def from_hardware(entry: dict) -> Accelerator:
                 'reboot_required', False)),
             problems=tuple(entry.get('problems', ())),
             remote=True)
-    except (KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ValueError('not a device of this project\'s /hardware '
                          'shape: %s %s' % (type(exc).__name__, exc))
     bad = [a for a in (accelerator.address, *accelerator.units,

@@ -133,13 +133,13 @@ def main(argv: list[str] | None = None) -> int:
         sysfs_root=args.sysfs_root or conf.cyborg_nova.sysfs_root,
         bind_host=args.bind_host, bind_port=args.port,
         hello_interval=args.hello_interval, device_type=args.device_type)
-    stopping = serving.on_signals(LOG)
     try:
         driver = service.DriverService(conf, settings)
         driver.start()
     except (base.DriverError, ValueError, OSError, sysfs.NoSysfs) as exc:
         LOG.error('Cannot start: %s', exc)
         return 1
+    stopping = serving.on_signals(LOG)
     return serving.serve(LOG, driver.server.url, stopping, driver.stop)
 
 

@@ -229,3 +229,48 @@ def test_polling_in_the_background(client):
         assert reg.drivers()[0]['state'] == remote.DOWN
     finally:
         reg.stop()
+
+
+def test_parse_hardware_keeps_the_project_extension():
+    extended = dict(entry(), pci={'address': '0000:70:00.0'},
+                    placement={'resource_class': 'CUSTOM_QAT'},
+                    driver='intel_qat', vendor_secret='x')
+    entries, _ = remote.parse_hardware({'hardware': [extended]})
+    assert entries == [dict(entry(), pci=extended['pci'],
+                            placement=extended['placement'],
+                            driver='intel_qat')]
+    assert remote.Registry(1, 1).hardware() == []
+
+
+def test_on_change_gets_what_polls_proved(client):
+    changes = []
+    reg = registry(client, on_change=lambda *a: changes.append(a))
+    reg.hello(ENDPOINT, 'CRYPTO')
+    reg.poll(ENDPOINT)
+    reg.poll(ENDPOINT)
+    assert changes == [(ENDPOINT, 'CRYPTO', remote.UP, [entry(0)])]
+    client.down.add(ENDPOINT)
+    reg.poll(ENDPOINT)
+    # One failure short of the threshold proves nothing yet.
+    assert len(changes) == 1
+    reg.poll(ENDPOINT)
+    reg.poll(ENDPOINT)
+    assert changes[1:] == [(ENDPOINT, 'CRYPTO', remote.DOWN, [entry(0)])]
+    client.down.clear()
+    reg.poll(ENDPOINT)
+    assert changes[2:] == [(ENDPOINT, 'CRYPTO', remote.UP, [entry(0)])]
+
+
+def test_a_failed_on_change_is_retried_at_the_next_poll(client):
+    calls = []
+
+    def on_change(*args):
+        calls.append(args)
+        if len(calls) == 1:
+            raise OSError('store is read-only')
+    reg = registry(client, on_change=on_change)
+    reg.hello(ENDPOINT, 'CRYPTO')
+    reg.poll(ENDPOINT)
+    reg.poll(ENDPOINT)
+    reg.poll(ENDPOINT)
+    assert len(calls) == 2

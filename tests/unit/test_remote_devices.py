@@ -1,0 +1,106 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""Out-of-process devices: the model round trip, the store, the rules."""
+
+import dataclasses
+
+import pytest
+
+from cyborg_drivers import device as device_model
+from cyborg_nova import remote_devices
+from cyborg_nova import state
+
+NODE = 'cn1'
+
+
+def accelerator(address='0000:70:00.0', vfs=2, **fields):
+    units = tuple('%s.%d' % (address[:-2], n + 1) for n in range(vfs))
+    return device_model.Accelerator(**dict(dict(
+        address=address, driver='intel_qat', device_type='CRYPTO',
+        resource_class='CUSTOM_QAT', traits=('CUSTOM_QAT_DC',),
+        total=vfs, vendor_id='8086', product_id='4940',
+        class_code='0b4000', numa_node=1, units=units,
+        sriov=device_model.SriovInfo(16, vfs, units)), **fields))
+
+
+def test_from_hardware_is_the_inverse_of_to_hardware():
+    acc = accelerator(problems=('firmware old',), setup_required=True)
+    back = device_model.from_hardware(acc.to_hardware(NODE))
+    assert back == dataclasses.replace(acc, remote=True)
+
+
+@pytest.mark.parametrize('spoil, reason', [
+    (lambda e: e.pop('pci'), 'KeyError'),
+    (lambda e: e['placement'].update(units=['/dev/mem']),
+     'not PCI addresses: /dev/mem'),
+    (lambda e: e['pci'].update(address=7), 'not PCI addresses: 7'),
+    (lambda e: e['placement'].update(total='many'), 'ValueError'),
+    (lambda e: e['acc_specs'].update(device_type='TOASTER'), 'TOASTER'),
+])
+def test_from_hardware_refuses_what_is_not_a_device(spoil, reason):
+    entry = accelerator().to_hardware(NODE)
+    spoil(entry)
+    with pytest.raises(ValueError, match=reason):
+        device_model.from_hardware(entry)
+
+
+@pytest.fixture
+def store(tmp_path):
+    return state.StateStore(str(tmp_path / 'state.sqlite'))
+
+
+def record(store, endpoint, driver_state, *accelerators, bare=0):
+    hardware = [a.to_hardware(NODE) for a in accelerators]
+    hardware += [{'uuid': 'bare-%d' % n, 'acc_specs': {}}
+                 for n in range(bare)]
+    remote_devices.record(store, NODE, endpoint, 'CRYPTO', driver_state,
+                          hardware)
+
+
+def test_recorded_devices_come_back_with_their_driver_state(store):
+    record(store, 'http://127.0.0.1:7001', 'UP', accelerator(), bare=2)
+    [device] = remote_devices.devices(store, NODE)
+    assert device.accelerator.units == ('0000:70:00.1', '0000:70:00.2')
+    assert device.state == state.READY
+    record(store, 'http://127.0.0.1:7001', 'DOWN', accelerator())
+    [device] = remote_devices.devices(store, NODE)
+    assert device.state == state.UNHEALTHY
+    assert remote_devices.devices(store, 'other-node') == []
+
+
+def test_names_and_uuids_never_those_of_local_providers():
+    from cyborg_nova import providers
+    address = '0000:70:00.0'
+    assert remote_devices.provider_uuid(NODE, address) != (
+        providers.provider_uuid(NODE, address))
+    name = remote_devices.provider_name(NODE, address)
+    assert not name.startswith(NODE + providers.NAME_INFIX)
+    assert remote_devices.provider_uuid(NODE, address) == (
+        remote_devices.provider_uuid(NODE, address))
+
+
+def test_a_function_is_never_reported_twice(store, caplog):
+    record(store, 'http://127.0.0.1:7001', 'DOWN', accelerator())
+    record(store, 'http://127.0.0.1:7002', 'UP', accelerator(),
+           accelerator('0000:6b:00.0'))
+    found = remote_devices.devices(store, NODE)
+    # The answering driver's devices win over the DOWN one's.
+    assert sorted((d.endpoint, d.address) for d in found) == [
+        ('http://127.0.0.1:7002', '0000:6b:00.0'),
+        ('http://127.0.0.1:7002', '0000:70:00.0')]
+    # A local device's VF is a remote device's unit: left out.
+    local = accelerator('0000:6b:00.0', vfs=0,
+                        functions=('0000:70:00.1',))
+    found = remote_devices.devices(store, NODE, [local])
+    assert [d.address for d in found] == []
+    assert 'another driver reports' in caplog.text

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import warnings
 
@@ -48,6 +49,15 @@ class CyborgNovaApp(app.App):
             command_manager=commandmanager.CommandManager('cyborg_nova.cli'),
             deferred_help=True)
         self.conf: cfg.ConfigOpts | None = None
+        # oslo.messaging (the notifications of ``program``) loads
+        # oslo.service's eventlet backend, which warns that eventlet is
+        # deprecated and logs its loading at INFO. The commands do not use
+        # eventlet; both would bury the command's own output.
+        warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
+
+    def configure_logging(self) -> None:
+        super().configure_logging()
+        logging.getLogger('oslo_service.backend').setLevel(logging.WARNING)
 
     def build_option_parser(self, description, version, argparse_kwargs=None):
         parser = super().build_option_parser(description, version,
@@ -73,10 +83,6 @@ def load_config(files: list[str]) -> cfg.ConfigOpts:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # oslo.messaging (notifications of ``program``) imports eventlet,
-    # which warns on import that it is deprecated; the command does not
-    # use eventlet, and the warning would bury the command's own output.
-    warnings.filterwarnings('ignore', message=r'\s*Eventlet is deprecated')
     return CyborgNovaApp().run(sys.argv[1:] if argv is None else argv)
 
 

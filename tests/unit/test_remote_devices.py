@@ -104,3 +104,33 @@ def test_a_function_is_never_reported_twice(store, caplog):
     found = remote_devices.devices(store, NODE, [local])
     assert [d.address for d in found] == []
     assert 'another driver reports' in caplog.text
+
+
+class Fencer:
+    """Records what the agent's fencer would write."""
+
+    def __init__(self):
+        self.applied = []
+
+    def apply(self, address, uuid, state, accelerator):
+        self.applied.append((address, uuid, state))
+
+
+def test_the_agent_records_and_fences_one_driver(store):
+    from cyborg_nova.agent import remote_sync
+    fencer = Fencer()
+    recorder = remote_sync.RemoteRecorder(store, NODE, fencer, list)
+    other = accelerator('0000:6b:00.0').to_hardware(NODE)
+    recorder('http://127.0.0.1:7002', 'CRYPTO', 'UP', [other])
+    recorder('http://127.0.0.1:7001', 'CRYPTO', 'DOWN',
+             [accelerator().to_hardware(NODE)])
+    # Only the devices of the driver that changed are fenced.
+    assert fencer.applied[1:] == [
+        ('0000:70:00.0', remote_devices.provider_uuid(NODE, '0000:70:00.0'),
+         state.UNHEALTHY)]
+    assert recorder.known() == [('http://127.0.0.1:7001', 'CRYPTO'),
+                                ('http://127.0.0.1:7002', 'CRYPTO')]
+    assert remote_sync.RemoteRecorder(store, NODE, None, list)(
+        'http://127.0.0.1:7001', 'CRYPTO', 'UP', []) == []
+    assert [d.endpoint for d in remote_devices.devices(store, NODE)] == [
+        'http://127.0.0.1:7002']

@@ -149,8 +149,9 @@ def test_driver_registers_is_fenced_when_killed_and_unfenced(remote_host):
     fence_time = time.monotonic() - killed
     print('fenced %.2f s after SIGKILL (down time %d s)'
           % (fence_time, DOWN_TIME))
-    # One poll interval of slack: the kill can fall just after a poll.
-    assert fence_time <= DOWN_TIME + 1.0, fence_time
+    # The kill can fall just after a poll, and this host runs other
+    # tests: some slack on top of the down time.
+    assert fence_time <= DOWN_TIME + 2.0, fence_time
     assert [r.state for r in recorded(host)] == ['DOWN']
 
     # nova-compute's next update computes the same: still fenced.

@@ -37,6 +37,7 @@ from cyborg_nova.cmd import hostargs
 from cyborg_nova import lifecycle
 from cyborg_nova import placement
 from cyborg_nova import providers as providers_lib
+from cyborg_nova import remote_devices
 
 _COLUMNS = ('kind', 'device', 'provider', 'consumer', 'units', 'message')
 
@@ -66,11 +67,15 @@ def node_providers(client, nodename: str) -> dict[str, str]:
             'no compute node %r in Placement; --nodename is nova-compute\'s '
             'hypervisor hostname (default: this host\'s name)' % nodename)
     root = roots[0]['uuid']
-    prefix = nodename + providers_lib.NAME_INFIX
-    return {rp['uuid']: rp['name'][len(prefix):]
-            for rp in api.providers(in_tree=root)
-            if rp['parent_provider_uuid'] == root
-            and rp['name'].startswith(prefix)}
+    children = [rp for rp in api.providers(in_tree=root)
+                if rp['parent_provider_uuid'] == root]
+    found = {}
+    # Local devices' providers and those of out-of-process drivers'.
+    for infix in (providers_lib.NAME_INFIX, remote_devices.NAME_INFIX):
+        prefix = nodename + infix
+        found.update((rp['uuid'], rp['name'][len(prefix):])
+                     for rp in children if rp['name'].startswith(prefix))
+    return found
 
 
 def provider_allocations(client, rp_uuids) -> dict[str, dict[str, int]]:
@@ -140,8 +145,14 @@ def discovered_units(conf, store, nodename: str) -> dict[str, str] | None:
             drivers, conf.cyborg_nova.sysfs_root).discover().accelerators
     except (base.DriverError, sysfs.NoSysfs):
         return None
-    return {unit: providers_lib.provider_uuid(nodename, acc.address)
-            for acc in found for unit in acc.units}
+    units = {unit: providers_lib.provider_uuid(nodename, acc.address)
+             for acc in found for unit in acc.units}
+    if store is not None:
+        units.update((unit, device.uuid(nodename))
+                     for device in remote_devices.devices(store, nodename,
+                                                          found)
+                     for unit in device.accelerator.units)
+    return units
 
 
 class Audit(hostargs.HostCommand, lister.Lister):
@@ -207,6 +218,9 @@ class Audit(hostargs.HostCommand, lister.Lister):
             devices.update(
                 (providers_lib.provider_uuid(nodename, address), address)
                 for address in store.devices(nodename))
+            devices.update(
+                (device.uuid(nodename), device.address)
+                for device in remote_devices.devices(store, nodename))
         rows = [row for row in (assignments.Assignments(store).all()
                                 if store is not None else [])
                 if row.provider in devices]

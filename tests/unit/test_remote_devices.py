@@ -134,3 +134,22 @@ def test_the_agent_records_and_fences_one_driver(store):
         'http://127.0.0.1:7001', 'CRYPTO', 'UP', []) == []
     assert [d.endpoint for d in remote_devices.devices(store, NODE)] == [
         'http://127.0.0.1:7002']
+
+
+def test_audit_knows_the_units_of_remote_devices(store, tmp_path):
+    from oslo_config import cfg
+
+    from cyborg_drivers.fake import hosttree
+    from cyborg_nova.cmd import audit as audit_cmd
+    from cyborg_nova import conf as cn_conf
+    root = str(tmp_path / 'sys')
+    hosttree.build_tree('crypto-nic-host', root)
+    conf = cfg.ConfigOpts()
+    conf([])
+    cn_conf.register_opts(conf)
+    conf.set_override('sysfs_root', root, 'cyborg_nova')
+    conf.set_override('enabled_drivers', ['nvidia_gpu'], 'cyborg_nova')
+    record(store, 'http://127.0.0.1:7001', 'UP', accelerator())
+    units = audit_cmd.discovered_units(conf, store, NODE)
+    uuid = remote_devices.provider_uuid(NODE, '0000:70:00.0')
+    assert units == {'0000:70:00.1': uuid, '0000:70:00.2': uuid}

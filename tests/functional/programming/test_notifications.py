@@ -153,6 +153,12 @@ def test_every_event_through_a_real_broker(host, broker, collector):
         os.rename(parked, link)
         discover(agent)
         collector.wait('discovered', PAC1)
+        # Unfenced first: the fence that follows can then only be the
+        # agent's reading of the hold (POST /discovery answers before it
+        # is done), so the agent has seen the device held before it is
+        # made ready again.
+        agent_base.wait_for(lambda: host.reserved(PAC1) == 0,
+                            what='the device back to be unfenced')
         # The operator holds it, then makes it ready again.
         store = state_store.StateStore(host.state_path)
         store.set_state(host.nodename, PAC1, state_store.HELD, 'test')

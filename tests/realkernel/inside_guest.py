@@ -29,6 +29,7 @@ own checks.
 from __future__ import annotations
 
 import os
+import re
 import time
 import uuid
 
@@ -104,6 +105,10 @@ def domain_xml(server: str, name: str, console: str,
         'console': console, 'hostdevs': hostdevs}
 
 
+#: "<vendor>:<device> driver=<name>" of a line ``L2: pci <address> ...``.
+FUNCTION = re.compile(r'\b([0-9a-f]{4}:[0-9a-f]{4}) +driver=(\S+)')
+
+
 def pci_set(console: str) -> list[tuple[str, str]] | None:
     """(vendor:device, driver) of each function L2 saw last; None if none.
 
@@ -122,10 +127,13 @@ def pci_set(console: str) -> list[tuple[str, str]] | None:
         if line.startswith('L2: pci-set begin'):
             current = []
         elif line.startswith('L2: pci-set end') and current is not None:
-            found, current = current, None
-        elif line.startswith('L2: pci ') and current is not None:
-            _, _, _, ids, drv = line.split()
-            current.append((ids, drv.split('=', 1)[1]))
+            # The kernel's own messages share the serial console and can
+            # cut into L2's lines (a detach logs while L2 lists its
+            # functions): the pairs are read from the set's whole text.
+            found = FUNCTION.findall(' '.join(current))
+            current = None
+        elif current is not None:
+            current.append(line)
     return found
 
 

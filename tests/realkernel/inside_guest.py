@@ -105,8 +105,9 @@ def domain_xml(server: str, name: str, console: str,
         'console': console, 'hostdevs': hostdevs}
 
 
-#: "<vendor>:<device> driver=<name>" of a line ``L2: pci <address> ...``.
-FUNCTION = re.compile(r'\b([0-9a-f]{4}:[0-9a-f]{4}) +driver=(\S+)')
+#: "<vendor>:<device> driver=<name>" of a line ``L2: pci <address> ...``
+#: (the ids as sysfs shows them: ``0x1b36:0x0010``).
+FUNCTION = re.compile(r'\b(0x[0-9a-f]{4}:0x[0-9a-f]{4}) +driver=(\S+)')
 
 
 def pci_set(console: str) -> list[tuple[str, str]] | None:

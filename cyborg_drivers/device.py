@@ -116,6 +116,9 @@ class Accelerator:
     sriov: SriovInfo | None = None
     fpga_regions: tuple[FpgaRegion, ...] = ()
     mdev_types: tuple[MdevType, ...] = ()
+    #: For mdev vGPUs: each unit's mediated device (a
+    #: :class:`cyborg_drivers.vgpu.MdevUnit`), in ``units`` order.
+    mdev_units: tuple = ()
     capabilities: tuple[tuple[str, str], ...] = ()
     setup_required: bool = False
     reboot_required: bool = False

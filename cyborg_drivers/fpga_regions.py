@@ -19,10 +19,12 @@ checks a bitstream against (:mod:`privsep.fpga`, through
 :func:`find_card`), kept here so the helper never loads the drivers
 (which call it):
 
-- Intel PAC (OPAE ``intel-fpga-pci`` or the kernel's DFL): one card per
-  physical function; each region's PR interface id comes from the FME,
-  the loaded AFU id from the port (on the PF, or on a VF once SR-IOV
-  moved the port there);
+- Intel FPGAs (OPAE ``intel-fpga-pci`` or the kernel's DFL ``dfl-pci``):
+  one card per physical function; each region's PR interface id comes
+  from the FME, the loaded AFU id from the port (on the PF, or on a VF
+  once SR-IOV moved the port there). Open FPGA Stack (OFS) boards show
+  several PFs, each its own card: PF0 with the FME and a port that stays
+  there when VFs are enabled, the others with a port only;
 - AMD/Xilinx Alveo: one card per slot, keyed by its management function
   (``xclmgmt``), whose ``interface_uuids`` and ``logic_uuids`` name the
   shell's interface and the loaded xclbin; the user function (``xocl``)
@@ -40,12 +42,102 @@ from cyborg_drivers import sysfs
 INTEL, XILINX = 'intel', 'xilinx'
 
 VENDOR_INTEL = 0x8086
-# Product names as upstream Cyborg spells them in
-# CUSTOM_FPGA_INTEL_<PRODUCT> (it knows only the Arria 10).
-INTEL_PRODUCTS = {
-    0x09c4: 'PAC_ARRIA10',
-    0x0b30: 'PAC_N3000',
-    0x0b2b: 'PAC_D5005',
+#: PCI_VENDOR_ID_SILICOM_DENMARK, the N5010/N5011 SmartNICs' vendor.
+VENDOR_SILICOM = 0x1c2c
+#: The PCI drivers that give an Intel FPGA its management interface: the
+#: kernel's DFL driver and Intel's out-of-tree OPAE driver.
+DFL_DRIVER, OPAE_DRIVER = 'dfl-pci', 'intel-fpga-pci'
+PF, VF = 'PF', 'VF'
+#: The OFS device ids, which name a board only with its subsystem id.
+OFS_PF_DEVICE, OFS_VF_DEVICE = 0xbcce, 0xbccf
+#: Product of an OFS function whose subsystem id names no board the
+#: kernel knows, when ``dfl-pci`` was bound to it all the same.
+OFS_PRODUCT = 'OFS'
+
+
+@dataclasses.dataclass(frozen=True)
+class IntelFpgaId:
+    """One Intel FPGA PCI id and what it is."""
+
+    vendor: int
+    device: int
+    #: :data:`PF` or :data:`VF`.
+    role: str
+    #: Product, as upstream Cyborg spells it in CUSTOM_FPGA_INTEL_<PRODUCT>
+    #: (it knows only PAC_ARRIA10; the others follow its style); None when
+    #: the subsystem id tells the board (:attr:`subsystems`).
+    product: str | None
+    #: The PCI drivers whose id tables list it.
+    drivers: tuple[str, ...]
+    #: ``(subsystem vendor, subsystem device) -> product`` for ids shared
+    #: by several boards (the kernel binds only these subsystems).
+    subsystems: tuple[tuple[tuple[int, int], str], ...] = ()
+
+
+def _intel_boards(boards: dict) -> tuple:
+    """Subsystem devices (Intel's subsystem vendor) -> product."""
+    return tuple(((VENDOR_INTEL, sub), product)
+                 for sub, product in boards.items())
+
+
+# drivers/fpga/dfl-pci.c's cci_pcie_id_tbl (all of it), and the ids of
+# Intel's OPAE driver (intel-fpga-pci).
+INTEL_FPGA_IDS = {(i.vendor, i.device): i for i in (
+    # Xeon with an integrated FPGA: Broadwell-EP + Arria 10 multi-chip
+    # package (PCIE_DEVICE_ID_PF_INT_5_X) and Xeon SKX-P (INT_6_X).
+    IntelFpgaId(VENDOR_INTEL, 0xbcbd, PF, 'BDX_MCP',
+                (DFL_DRIVER, OPAE_DRIVER)),
+    IntelFpgaId(VENDOR_INTEL, 0xbcbf, VF, 'BDX_MCP',
+                (DFL_DRIVER, OPAE_DRIVER)),
+    IntelFpgaId(VENDOR_INTEL, 0xbcc0, PF, 'SKX_P',
+                (DFL_DRIVER, OPAE_DRIVER)),
+    IntelFpgaId(VENDOR_INTEL, 0xbcc1, VF, 'SKX_P',
+                (DFL_DRIVER, OPAE_DRIVER)),
+    # PAC with Arria 10 GX (PCIE_DEVICE_ID_PF_DSC_1_X).
+    IntelFpgaId(VENDOR_INTEL, 0x09c4, PF, 'PAC_ARRIA10',
+                (DFL_DRIVER, OPAE_DRIVER)),
+    IntelFpgaId(VENDOR_INTEL, 0x09c5, VF, 'PAC_ARRIA10',
+                (DFL_DRIVER, OPAE_DRIVER)),
+    # PAC N3000: dfl-pci binds the PF only.
+    IntelFpgaId(VENDOR_INTEL, 0x0b30, PF, 'PAC_N3000',
+                (DFL_DRIVER, OPAE_DRIVER)),
+    IntelFpgaId(VENDOR_INTEL, 0x0b31, VF, 'PAC_N3000', (OPAE_DRIVER,)),
+    # PAC D5005 (Stratix 10 SX) on its original firmware.
+    IntelFpgaId(VENDOR_INTEL, 0x0b2b, PF, 'PAC_D5005',
+                (DFL_DRIVER, OPAE_DRIVER)),
+    IntelFpgaId(VENDOR_INTEL, 0x0b2c, VF, 'PAC_D5005',
+                (DFL_DRIVER, OPAE_DRIVER)),
+    # Silicom FPGA SmartNICs (PCI_VENDOR_ID_SILICOM_DENMARK).
+    IntelFpgaId(VENDOR_SILICOM, 0x1000, PF, 'SILICOM_N5010',
+                (DFL_DRIVER,)),
+    IntelFpgaId(VENDOR_SILICOM, 0x1001, PF, 'SILICOM_N5011',
+                (DFL_DRIVER,)),
+    # Open FPGA Stack boards (PCIE_DEVICE_ID_INTEL_DFL and its VF): the
+    # subsystem id (PCIE_SUBDEVICE_ID_INTEL_*) tells the board; the
+    # kernel has no VF entry for the D5005's.
+    IntelFpgaId(VENDOR_INTEL, OFS_PF_DEVICE, PF, None, (DFL_DRIVER,),
+                _intel_boards({0x138d: 'PAC_D5005', 0x1770: 'N6000',
+                               0x1771: 'N6001', 0x17d4: 'C6100'})),
+    IntelFpgaId(VENDOR_INTEL, OFS_VF_DEVICE, VF, None, (DFL_DRIVER,),
+                _intel_boards({0x1770: 'N6000', 0x1771: 'N6001',
+                               0x17d4: 'C6100'})),
+)}
+
+#: What each product is (for people: documentation and logs).
+INTEL_PRODUCT_NAMES = {
+    'BDX_MCP': 'Xeon E5 (Broadwell-EP) with an integrated Arria 10 FPGA',
+    'SKX_P': 'Xeon Scalable (Skylake SKX-P) with an integrated Arria 10 '
+             'FPGA',
+    'PAC_ARRIA10': 'Programmable Acceleration Card with Arria 10 GX FPGA',
+    'PAC_N3000': 'FPGA Programmable Acceleration Card N3000',
+    'PAC_D5005': 'FPGA Programmable Acceleration Card D5005',
+    'SILICOM_N5010': 'Silicom FPGA SmartNIC N5010',
+    'SILICOM_N5011': 'Silicom FPGA SmartNIC N5011',
+    'N6000': 'Acceleration Development Platform N6000',
+    'N6001': 'Acceleration Development Platform N6001',
+    'C6100': 'Acceleration Development Platform C6100',
+    OFS_PRODUCT: 'Open FPGA Stack board of another subsystem id, bound to '
+                 'dfl-pci by hand',
 }
 
 VENDOR_XILINX = 0x10ee
@@ -67,17 +159,41 @@ ALVEO_USER_DRIVER = 'xocl'
 MGMT, USER = 'management', 'user'
 
 
-# -- Intel PAC ----------------------------------------------------------------
+# -- Intel FPGAs --------------------------------------------------------------
 
-def is_intel_pac(function: sysfs.PciFunction) -> bool:
-    """Whether ``function`` is an Intel PAC (its PF or one of its VFs)."""
-    return (function.vendor == VENDOR_INTEL
-            and function.device in INTEL_PRODUCTS)
+def intel_fpga_id(function: sysfs.PciFunction) -> IntelFpgaId | None:
+    """The id table entry of ``function``'s vendor and device, if any."""
+    return INTEL_FPGA_IDS.get((function.vendor, function.device))
+
+
+def intel_product(function: sysfs.PciFunction) -> str | None:
+    """The product of an Intel FPGA function (PF or VF), None if not one.
+
+    An OFS id names its board by subsystem id, and the kernel binds only
+    the subsystems it knows: any other is claimed only when ``dfl-pci``
+    was bound to it anyway (``new_id``, ``driver_override`` or a kernel
+    that knows more boards), as :data:`OFS_PRODUCT`.
+    """
+    known = intel_fpga_id(function)
+    if known is None:
+        return None
+    if not known.subsystems:
+        return known.product
+    product = dict(known.subsystems).get(
+        (function.subsystem_vendor, function.subsystem_device))
+    if product is None and function.driver == DFL_DRIVER:
+        product = OFS_PRODUCT
+    return product
+
+
+def is_intel_fpga(function: sysfs.PciFunction) -> bool:
+    """Whether ``function`` is an Intel FPGA (a PF or one of its VFs)."""
+    return intel_product(function) is not None
 
 
 def intel_regions(snapshot: sysfs.PciSnapshot, address: str,
                   vfs: tuple[str, ...] = ()) -> list[device_model.FpgaRegion]:
-    """The regions of the PAC whose PF is ``address``.
+    """The regions of the Intel FPGA whose PF is ``address``.
 
     :param vfs: the PF's VFs: with SR-IOV on, the port (and its AFU id)
         moves to the VF, whose regions are read when the PF shows no
@@ -230,7 +346,8 @@ def alveo_region(interface: list[str],
 class FpgaCard:
     """A programmable FPGA card, as the FPGA drivers report it."""
 
-    #: What is programmed: the PAC's PF, the Alveo's management function.
+    #: What is programmed: the Intel FPGA's PF, the Alveo's management
+    #: function.
     address: str
     #: :data:`INTEL` or :data:`XILINX`.
     family: str
@@ -240,14 +357,14 @@ class FpgaCard:
 
 
 def _claims(function: sysfs.PciFunction) -> bool:
-    return is_intel_pac(function) or alveo_role(function) is not None
+    return is_intel_fpga(function) or alveo_role(function) is not None
 
 
 def find_card(sysfs_root: str, address: str) -> FpgaCard | None:
     """The FPGA card whose address (as the drivers key it) is ``address``.
 
     Reads only the functions of ``address``'s slot. None if it is not
-    an Intel PAC's PF nor an Alveo's management function (or, with that
+    an Intel FPGA's PF nor an Alveo's management function (or, with that
     function hidden, function 0 of an Alveo's slot).
     """
     slot = address.rpartition('.')[0]
@@ -263,7 +380,9 @@ def find_card(sysfs_root: str, address: str) -> FpgaCard | None:
     functions = [f for f in snapshot
                  if _claims(f) and not snapshot.is_vf(f.address)]
     for function in functions:
-        if function.address == address and is_intel_pac(function):
+        # (A VF id here has no physfn link: a guest's VF, no card.)
+        if (function.address == address and is_intel_fpga(function)
+                and intel_fpga_id(function).role == PF):
             sriov = snapshot.sriov(address)
             vfs = sriov.vf_addresses if sriov else ()
             return FpgaCard(address, INTEL,

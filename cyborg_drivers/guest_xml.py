@@ -35,6 +35,9 @@ from cyborg_drivers import device as device_model
 #: libvirt detaches the function from its host driver (binding vfio-pci)
 #: when the guest starts and gives it back when it stops.
 MANAGED = 'yes'
+#: The function stays bound to the driver it has: a vendor-VFIO vGPU VF,
+#: whose host driver (NVIDIA's) is its VFIO driver.
+UNMANAGED = 'no'
 
 _ADDRESS_KEYS = ('domain', 'bus', 'slot', 'function')
 _INDENT = '  '
@@ -57,16 +60,18 @@ def pci_address_fields(address: str) -> tuple[str, str, str, str]:
     return domain, bus, slot, function
 
 
-def pci_hostdev(address: str) -> ElementTree.Element:
-    """A managed PCI ``<hostdev>`` for the function at ``address``.
+def pci_hostdev(address: str, managed: bool = True) -> ElementTree.Element:
+    """A PCI ``<hostdev>`` for the function at ``address``.
 
+    :param managed: libvirt binds vfio-pci at start (``managed='yes'``);
+        False for a function that must keep its driver.
     :raises ValueError: ``address`` is not a PCI address.
     """
     fields = pci_address_fields(address)
     dev = ElementTree.Element('hostdev')
     dev.set('mode', 'subsystem')
     dev.set('type', 'pci')
-    dev.set('managed', MANAGED)
+    dev.set('managed', MANAGED if managed else UNMANAGED)
     source = ElementTree.SubElement(dev, 'source')
     source_address = ElementTree.SubElement(source, 'address')
     for key, value in zip(_ADDRESS_KEYS, fields):

@@ -17,19 +17,23 @@ spec's install and uninstall of a driver): the operator's choice is
 recorded in the host's state store (nova.conf is never edited) and
 overrides ``[cyborg_nova] enabled_drivers``; nova-compute and the agent
 pick it up at their next discovery. Installing and uninstalling change
-the devices' states, not the devices: the one change made to a device,
-its VF count, is :func:`update_vfs` (``driver-update``).
+the devices' states, not the devices: the changes made to a device, its
+VF count and a QAT device's services, are :func:`update_vfs` and
+:func:`update_services` (``driver-update``).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 
 from oslo_config import cfg
 
 from cyborg_drivers import base
 from cyborg_drivers import discovery
+from cyborg_drivers.drivers import intel_qat
 from cyborg_drivers import loader
+from cyborg_drivers import sysfs
 from cyborg_nova import providers
 from cyborg_nova import state as state_store
 
@@ -218,3 +222,131 @@ def update_vfs(conf: cfg.ConfigOpts, store: state_store.StateStore,
     LOG.info('Driver %s on %s: VF counts changed: %s', name, nodename,
              '; '.join(done))
     return done
+
+
+def update_services(conf: cfg.ConfigOpts, store: state_store.StateStore,
+                    nodename: str, name: str, services: str,
+                    allocations_for, set_services,
+                    address: str | None = None) -> list[str]:
+    """Configure the QAT devices of driver ``name`` for ``services``.
+
+    The kernel takes new services only while a QAT device is down, which
+    also removes its VFs; refused, changing nothing, while any target is
+    up, allocated in Placement, or does not take those services. Each
+    device is held while its services change and gets its state back
+    afterwards; the device comes up with them when it is brought up (its
+    ``qat/state``, or ``update_vfs``, whose VFs start it).
+
+    :param set_services: ``(address, services) -> written``, the
+        privileged write.
+    :raises LifecycleError: not a QAT driver, no such device, a device
+        that is up or in use, services it does not take, or the write
+        failed.
+    """
+    if name != 'intel_qat':
+        raise LifecycleError('--qat-services applies to the intel_qat '
+                             'driver only, not %s' % name)
+    try:
+        _, found = discover_with(conf, name)
+    except base.DriverError as exc:
+        raise LifecycleError(str(exc))
+    if address is None:
+        # Every device whose services can be set (not the C62x and
+        # other generations without qat/cfg_services).
+        targets = [a for a in found if _qat_product(a).services]
+    else:
+        targets = [a for a in found if a.address == address]
+    if not targets:
+        raise LifecycleError('driver %s has no %s here'
+                             % (name, 'device at %s' % address if address
+                                else 'device with configurable services'))
+    root = conf.cyborg_nova.sysfs_root
+    wanted = {}
+    for accelerator in targets:
+        wanted[accelerator.address] = _qat_services_checked(
+            root, accelerator, services)
+        uuid = providers.provider_uuid(nodename, accelerator.address)
+        consumers = allocations_for(uuid)
+        if consumers is None:
+            raise LifecycleError(
+                'cannot read the allocations of %s from Placement; nothing '
+                'was changed' % accelerator.address)
+        if consumers:
+            raise LifecycleError(
+                '%s is in use by instance(s) %s: its services cannot change '
+                'under them; nothing was changed'
+                % (accelerator.address, ', '.join(sorted(consumers))))
+    # The privsep daemon's errors; imported here, as the CLI's other
+    # commands need none of privsep.
+    import privsep
+    rows = store.sync(nodename, targets, initial_state(conf))
+    done = []
+    for accelerator in targets:
+        before = dict(accelerator.capabilities).get('services', '').lower()
+        row = rows[accelerator.address]
+        store.set_state(nodename, accelerator.address, state_store.HELD,
+                        'changing the QAT services')
+        try:
+            written = set_services(accelerator.address,
+                                   wanted[accelerator.address])
+        except (ValueError, privsep.NotPossible) as exc:
+            # Refused before anything was written (privsep's
+            # InvalidArgument is a ValueError): the device is as it was.
+            store.set_state(nodename, accelerator.address, row.state,
+                            row.reason)
+            raise LifecycleError('setting services %s on %s refused: %s'
+                                 % (services, accelerator.address, exc))
+        except Exception as exc:
+            raise LifecycleError(
+                'setting services %s on %s failed: %s; the device stays '
+                'held (cyborg-nova device-set-state to release it)'
+                % (services, accelerator.address, exc))
+        store.set_state(nodename, accelerator.address, row.state,
+                        row.reason)
+        done.append('%s: services %s -> %s; bring it up to use them'
+                    % (accelerator.address, before or 'none', written))
+    LOG.info('Driver %s on %s: QAT services changed: %s', name, nodename,
+             '; '.join(done))
+    return done
+
+
+def _qat_services_checked(root: str, accelerator, services: str) -> str:
+    """``services`` as the kernel will write them, if the device takes them.
+
+    :raises LifecycleError: it does not take them, or not now (it is up);
+        the message says why and what to do.
+    """
+    address = accelerator.address
+    product = _qat_product(accelerator)
+    try:
+        value = intel_qat.parse_services(product, services)
+    except ValueError as exc:
+        raise LifecycleError('%s: %s; nothing was changed' % (address, exc))
+    state = sysfs.PciSnapshot(root, only=[address]).attr(
+        address, 'qat', 'state')
+    if state is None:
+        raise LifecycleError(
+            '%s has no qat/state: its kernel driver %s is not bound, or the '
+            'kernel is older than 6.0; nothing was changed'
+            % (address, product.pf_driver))
+    if state != 'down':
+        state_file = os.path.join(root, 'bus', 'pci', 'devices', address,
+                                  'qat', 'state')
+        raise LifecycleError(
+            'QAT device %s is %s: the kernel changes its services only '
+            'while it is down; nothing was changed. Stop it first (this '
+            'removes its VFs, so no instance may be using it):\n'
+            '    echo down > %s\n'
+            'then run this command again, and bring it up with its VFs:\n'
+            '    cyborg-nova driver-update intel_qat --num-vfs %d '
+            '--device %s\n'
+            '(or "echo up > %s" to bring it up without VFs)'
+            % (address, state, state_file,
+               accelerator.sriov.total_vfs if accelerator.sriov else 0,
+               address, state_file))
+    return value
+
+
+def _qat_product(accelerator) -> intel_qat.Product:
+    """The QAT product an intel_qat accelerator is."""
+    return intel_qat.PRODUCTS[int(accelerator.product_id, 16)]

@@ -16,9 +16,10 @@ Every context of the project is defined here and nowhere else, each with
 the fewest capabilities its entrypoints need and a config section of its
 own (so an operator can run each daemon as another user, or with a
 ``helper_command`` of their own). The entrypoints live in one module per
-domain (:mod:`privsep.pci`, :mod:`privsep.mdev`, :mod:`privsep.nova_conf`,
-:mod:`privsep.libvirt`) and are called by their full module path, so
-privileged calls stand out in the code that makes them.
+domain (:mod:`privsep.pci`, :mod:`privsep.mdev`, :mod:`privsep.qat`,
+:mod:`privsep.nova_conf`, :mod:`privsep.libvirt`) and are called by their
+full module path, so privileged calls stand out in the code that makes
+them.
 
 The capabilities of each context, and why it needs each one, are listed
 in ``doc/source/admin/privsep.rst``; a unit test compares that table with
@@ -31,8 +32,9 @@ from oslo_privsep import priv_context
 from cyborg_nova.conf import privsep as privsep_conf
 
 #: Binding PCI functions to vfio-pci (``driver_override``,
-#: ``drivers_probe``, ``unbind``), VF counts (``sriov_numvfs``) and
-#: mediated devices (``create``, ``remove``). These attributes are
+#: ``drivers_probe``, ``unbind``), VF counts (``sriov_numvfs``), mediated
+#: devices (``create``, ``remove``) and QAT services
+#: (``qat/cfg_services``). These attributes are
 #: root-owned and mode 0200 or 0644: CAP_DAC_OVERRIDE writes them
 #: whichever user the daemon runs as. None of these kernel handlers checks
 #: CAP_SYS_ADMIN (only config space beyond 64 bytes, resets and rescans

@@ -10,7 +10,8 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Intel PAC FPGA cards, through the OPAE driver or the kernel's DFL."""
+"""Intel FPGA cards (PACs, OFS boards, integrated Xeon FPGAs, Silicom
+SmartNICs), through the kernel's DFL driver or Intel's OPAE driver."""
 
 from __future__ import annotations
 
@@ -21,28 +22,46 @@ from cyborg_drivers import names
 from cyborg_drivers import sysfs
 
 VENDOR_INTEL = fpga_regions.VENDOR_INTEL
-PRODUCTS = fpga_regions.INTEL_PRODUCTS
+#: (vendor, device) -> :class:`fpga_regions.IntelFpgaId`.
+IDS = fpga_regions.INTEL_FPGA_IDS
 
 
 class IntelFpgaDriver(base.AcceleratorDriver):
-    """Reports each Intel PAC as one ``FPGA`` accelerator.
+    """Reports each Intel FPGA PF as one ``FPGA`` accelerator.
 
-    Traits (upstream Cyborg's names): ``CUSTOM_FPGA_INTEL``,
-    ``CUSTOM_FPGA_INTEL_<PRODUCT>``, ``CUSTOM_FPGA_REGION_INTEL_<interface
-    id>`` and ``CUSTOM_FPGA_FUNCTION_ID_INTEL_<afu id>``. With SR-IOV on
-    (the OPAE driver moves the port to the VF) the units are the VFs.
+    Every id the kernel's ``dfl-pci`` binds, and those of Intel's OPAE
+    driver (:data:`IDS`). Traits (upstream Cyborg's names):
+    ``CUSTOM_FPGA_INTEL``, ``CUSTOM_FPGA_INTEL_<PRODUCT>``,
+    ``CUSTOM_FPGA_REGION_INTEL_<interface id>`` and
+    ``CUSTOM_FPGA_FUNCTION_ID_INTEL_<afu id>``. With SR-IOV on the units
+    are the VFs (a PAC's driver moves the port to the VF; an OFS board's
+    VFs have ports of their own); otherwise the PF. An OFS board's other
+    PFs are accelerators of their own.
     """
 
     name = 'intel_fpga'
-    description = 'Intel PAC FPGAs (Arria 10, N3000, D5005): OPAE or DFL'
+    description = ('Intel FPGAs (PACs, OFS N6000/N6001/C6100/D5005, '
+                   'integrated Xeon FPGAs, Silicom N5010/N5011): DFL or '
+                   'OPAE')
 
     def claims(self, function: sysfs.PciFunction) -> bool:
-        return fpga_regions.is_intel_pac(function)
+        return fpga_regions.is_intel_fpga(function)
 
     def discover(self, snapshot: sysfs.PciSnapshot
                  ) -> list[device_model.Accelerator]:
-        return [self._card(snapshot, function)
-                for function in self.physical_functions(snapshot)]
+        cards = []
+        for function in self.physical_functions(snapshot):
+            known = fpga_regions.intel_fpga_id(function)
+            if known.role == fpga_regions.VF:
+                # A VF id with no physfn link: what a guest given the VF
+                # sees. It is a unit of its PF, never a card of its own.
+                snapshot.problem(function.address,
+                                 'Intel FPGA VF %s:%s without its PF'
+                                 % (function.vendor_id,
+                                    function.product_id))
+                continue
+            cards.append(self._card(snapshot, function))
+        return cards
 
     def _card(self, snapshot: sysfs.PciSnapshot,
               function: sysfs.PciFunction) -> device_model.Accelerator:
@@ -51,7 +70,8 @@ class IntelFpgaDriver(base.AcceleratorDriver):
         # With SR-IOV on, the port (and its AFU id) moves to the VF.
         regions = fpga_regions.intel_regions(snapshot, address, vfs)
         traits = [names.TRAIT_FPGA_INTEL,
-                  names.custom('FPGA_INTEL', PRODUCTS[function.device])]
+                  names.custom('FPGA_INTEL',
+                               fpga_regions.intel_product(function))]
         for region in regions:
             if region.interface_id:
                 traits.append(names.custom(

@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import os
+
 import os_traits
 from oslo_config import cfg
 
@@ -22,9 +24,23 @@ from cyborg_drivers import device as device_model
 from cyborg_drivers import names
 from cyborg_drivers import sysfs
 
-# Intel and Mellanox/NVIDIA Ethernet controllers.
-VENDORS = (0x8086, 0x15b3)
+VENDOR_INTEL = 0x8086
+VENDOR_MELLANOX = 0x15b3
+VENDORS = (VENDOR_INTEL, VENDOR_MELLANOX)
 ETHERNET_SUBCLASS = 0x0200
+INFINIBAND_SUBCLASS = 0x0207
+OTHER_NETWORK_SUBCLASS = 0x0280
+#: PCI class (base class and subclass) -> the vendors whose PFs of that
+#: class are claimed. ConnectX VPI cards show their PFs as InfiniBand or
+#: "other network" controllers rather than Ethernet ones, depending on
+#: how their ports are configured, and mlx5_core drives them all. Intel's
+#: "other network" controllers are Wi-Fi adapters, never SR-IOV NICs.
+CLASSES = {
+    ETHERNET_SUBCLASS: (VENDOR_INTEL, VENDOR_MELLANOX),
+    INFINIBAND_SUBCLASS: (VENDOR_MELLANOX,),
+    OTHER_NETWORK_SUBCLASS: (VENDOR_MELLANOX,),
+}
+_CLAIMED = 'Intel Ethernet or Mellanox Ethernet, InfiniBand or VPI PF'
 
 
 class NicSriovDriver(base.AcceleratorDriver):
@@ -37,7 +53,7 @@ class NicSriovDriver(base.AcceleratorDriver):
     """
 
     name = 'nic_sriov'
-    description = 'SR-IOV NIC VFs (Intel, Mellanox) of configured PFs'
+    description = 'SR-IOV NIC VFs of configured PFs (Intel, Mellanox, IB/VPI)'
     needs_config = True
     CONFIG_OPTS = [
         cfg.ListOpt(
@@ -115,15 +131,47 @@ ask for e.g. ``trait:CUSTOM_IPSEC=required``. ``<device>`` as in
         for device, _ in physnets:
             if device not in seen:
                 snapshot.problem(device, 'named in [%s] '
-                                 'physical_device_mappings but no Intel or '
-                                 'Mellanox Ethernet PF has that name or '
-                                 'address' % self.group_name())
+                                 'physical_device_mappings but %s'
+                                 % (self.group_name(),
+                                    _not_found(snapshot, device)))
         return found
 
 
 def _is_nic(function: sysfs.PciFunction) -> bool:
-    return (function.vendor in VENDORS
-            and function.subclass == ETHERNET_SUBCLASS)
+    return function.vendor in CLASSES.get(function.subclass, ())
+
+
+def _describe(function: sysfs.PciFunction) -> str:
+    return '%s:%s, class %s, driver %s' % (
+        function.vendor_id, function.product_id, function.class_hex,
+        function.driver or 'none')
+
+
+def _not_found(snapshot: sysfs.PciSnapshot, device: str) -> str:
+    """Why no reported PF has the name or address ``device``."""
+    if device_model.is_pci_address(device):
+        address = device
+    else:
+        # An interface of some other device: say which one it is.
+        link = os.path.join(snapshot.root, 'class', 'net', device, 'device')
+        address = (os.path.basename(os.path.realpath(link))
+                   if os.path.exists(link) else None)
+        if address is None or not device_model.is_pci_address(address):
+            return ('no Intel or Mellanox NIC PF (an %s) has that name '
+                    'or address' % _CLAIMED)
+    function = snapshot.lookup(address)
+    if function is None:
+        return 'there is no PCI function %s on this host' % address
+    physfn = snapshot.physfn(address)
+    if address != device:
+        what = 'interface %s is of %s (%s), which is' % (
+            device, address, _describe(function))
+    else:
+        what = '%s (%s) is' % (address, _describe(function))
+    if physfn:
+        return '%s an SR-IOV VF (of %s), not a PF: name its PF' % (
+            what, physfn)
+    return '%s not an %s' % (what, _CLAIMED)
 
 
 def _mappings(entries: list[str], option: str) -> list[tuple[str, str]]:

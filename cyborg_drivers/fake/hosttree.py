@@ -25,7 +25,8 @@ root, and so does ``lspci -A linux-sysfs -O sysfs.path=ROOT/bus/pci``:
   ``driver``, ``subsystem`` and ``iommu_group`` links back;
 - what accelerator drivers add: Intel FPGA (OPAE ``fpga/intel-fpga-dev.N``
   or kernel DFL ``fpga_region/regionN``), Xilinx ``interface_uuids``,
-  mdev types, net devices, QAT state, and the ``class/*`` links to them.
+  mdev types, net devices, ``qat/`` of QAT 4xxx, 420xx and 6xxx PFs,
+  and the ``class/*`` links to them.
 
 Every link is relative, so a finished tree can be moved or copied.
 
@@ -68,9 +69,18 @@ _RESOURCES, _BRIDGE_RESOURCES = 13, 17
 _EMPTY_RESOURCE = '0x%016x 0x%016x 0x%016x\n' % (0, 0, 0)
 _MAC_OUIS = {0x8086: (0xb4, 0x96, 0x91), 0x15b3: (0x0c, 0x42, 0xa1),
              0x1af4: (0x52, 0x54, 0x00)}
-# PR regions of DFL FMEs are numbered apart from the per-card regions.
-_DFL_PR_REGION_BASE = 1000
+# Platform drivers of the DFL devices: the FME, the port (the AFU driver
+# is named after it) and the FME's PR region (drivers/fpga/dfl.h).
+_DFL_PLATFORM_DRIVERS = ('dfl-fme', 'dfl-port', 'dfl-fme-region')
+_PLATFORM_DRIVER_FILES = ('bind', 'unbind', 'uevent')
 _DRIVER_FILES = ('bind', 'unbind', 'new_id', 'remove_id', 'uevent')
+# Ring pairs (banks) of every QAT 4xxx, 420xx and 6xxx PF: the kernel's
+# ADF_GEN4_ETR_MAX_BANKS and ADF_GEN6_ETR_MAX_BANKS, shown in qat/num_rps.
+_QAT_NUM_RPS = 64
+# Network interfaces' type (include/uapi/linux/if_arp.h), and the PCI
+# class of the InfiniBand controllers whose interfaces are IPoIB ones.
+_ARPHRD_ETHER, _ARPHRD_INFINIBAND = 1, 32
+_INFINIBAND_SUBCLASS = 0x0207
 
 
 def build_tree(profile: dict | str, root: str) -> None:
@@ -140,6 +150,67 @@ def _cpumask(cpus: list[int], ncpus: int) -> str:
     return ','.join(words)
 
 
+def _fpga_has_fme(f: dict) -> bool:
+    # The FME is a PF's; an OFS board's other PFs have a port only.
+    return not f['physfn'] and f['fpga']['role'] != 'ofs-port'
+
+
+def _fpga_port_shown(f: dict) -> bool:
+    """Whether the function shows its FPGA port.
+
+    A PAC's PF releases its port before SR-IOV is enabled (the kernel
+    requires one released port per VF), and the port reappears on the
+    VF. An OFS board's PFs keep theirs; its VFs have ports of their own.
+    """
+    if f['physfn'] or f['fpga']['role'] != 'pac':
+        return True
+    return not (f['sriov'] and f['sriov']['numvfs'])
+
+
+def fpga_device_names(functions: list[dict]) -> dict[str, dict[str, int]]:
+    """The numbers of each FPGA function's devices, by address.
+
+    Numbered as the kernel numbers them with the drivers loaded before
+    the cards are probed: the PFs in bus order at boot, then the VFs,
+    which exist only once SR-IOV is enabled. DFL (drivers/fpga/dfl.c,
+    dfl-fme-pr.c, fpga-region.c): ``region`` the card's FPGA region, from
+    the one counter of every FPGA region; ``fme`` and ``port`` from their
+    own counters, a port keeping its number when released to a VF; the
+    FME's PR region, probed with the FME before the port is parsed:
+    ``pr_region`` from the region counter and ``bridge``, the number of
+    its ``dfl-fme-region`` platform device, which is its FPGA bridge's
+    automatic platform device id. OPAE (intel-fpga-pci): ``dev``, ``fme``
+    and ``port`` from counters of their own.
+
+    :param functions: :func:`expand_functions`'s list, sorted by address.
+    """
+    count = dict.fromkeys(('region', 'fme', 'port', 'auto', 'dev',
+                           'opae_fme', 'opae_port'), 0)
+
+    def take(key: str) -> int:
+        count[key] += 1
+        return count[key] - 1
+
+    names = {}
+    fpgas = [f for f in functions if f['fpga']]
+    for f in ([f for f in fpgas if not f['physfn']]
+              + [f for f in fpgas if f['physfn']]):
+        fme = _fpga_has_fme(f)
+        if f['fpga']['layout'] == 'opae':
+            entry = {'dev': take('dev')}
+            if fme:
+                entry['fme'] = take('opae_fme')
+            entry['port'] = take('opae_port')
+        else:
+            entry = {'region': take('region')}
+            if fme:
+                entry.update(fme=take('fme'), bridge=take('auto'),
+                             pr_region=take('region'))
+            entry['port'] = take('port')
+        names[f['address']] = entry
+    return names
+
+
 class _Builder:
     """Writes one normalised profile into an existing empty directory."""
 
@@ -158,7 +229,8 @@ class _Builder:
                 if c // _CORES_PER_NODE % nodes == n]
             for n in range(nodes)}
         self.node_cpus[-1] = list(range(self.ncpus))
-        self.counters = {'opae': 0, 'dfl': 0, 'ifindex': 2, 'irq': 24}
+        self.counters = {'ifindex': 2, 'irq': 24}
+        self.fpga_names = fpga_device_names(self.functions)
 
     # -- layout decisions ----------------------------------------------------
 
@@ -183,7 +255,7 @@ class _Builder:
     def _iommu_groups(self) -> dict:
         groups = {}
         taken = {f['iommu_group'] for f in self.functions
-                 if f['iommu_group'] is not None}
+                 if isinstance(f['iommu_group'], int)}
         next_group = 0
         for function in self.functions:
             group = function['iommu_group']
@@ -289,13 +361,10 @@ class _Builder:
         self._link(path, os.path.join(self.bus_pci, 'devices', address))
         if bound:
             self._bind(f['driver'], address, path)
-        group_dir = os.path.join(self.root, 'kernel', 'iommu_groups',
-                                 str(group))
-        if not os.path.isdir(group_dir):
-            os.makedirs(os.path.join(group_dir, 'devices'))
-            _write(os.path.join(group_dir, 'type'), 'DMA\n')
-        self._link(group_dir, os.path.join(path, 'iommu_group'))
-        self._link(path, os.path.join(group_dir, 'devices', address))
+        if group != 'none':
+            # Without an IOMMU (or with it off) the kernel makes no group
+            # and the function has no iommu_group link at all.
+            self._iommu_link(path, address, group)
 
         if f['physfn']:
             self._link(self.dirs[f['physfn']], os.path.join(path, 'physfn'))
@@ -309,12 +378,41 @@ class _Builder:
                        ''.join(u + '\n' for u in f['xilinx'][key]))
         if f['mdev_types']:
             self._mdev(f, path)
+        if f['nvidia_vgpu'] and f['physfn']:
+            # Only VFs carry nvidia/; the PF has no such directory.
+            self._nvidia_vgpu(f['nvidia_vgpu'], path)
         for ifname in f['net'] or ():
             self._net(f, path, ifname)
         if f['qat']:
-            os.mkdir(os.path.join(path, 'qat'))
-            for key in ('cfg_services', 'state'):
-                _write(os.path.join(path, 'qat', key), f['qat'][key] + '\n')
+            self._qat(f['qat'], path)
+
+    def _iommu_link(self, path: str, name: str, group: int) -> None:
+        group_dir = os.path.join(self.root, 'kernel', 'iommu_groups',
+                                 str(group))
+        if not os.path.isdir(group_dir):
+            os.makedirs(os.path.join(group_dir, 'devices'))
+            _write(os.path.join(group_dir, 'type'), 'DMA\n')
+        self._link(group_dir, os.path.join(path, 'iommu_group'))
+        self._link(path, os.path.join(group_dir, 'devices', name))
+
+    def _qat(self, qat: dict, path: str) -> None:
+        """``qat/`` as the 4xxx, 420xx and 6xxx drivers make it.
+
+        The attributes of Documentation/ABI/testing/sysfs-driver-qat, in
+        their show() formats (qat_common/adf_sysfs.c). ``rp2srv`` is
+        empty: the kernel fails its read until a ring pair number was
+        written to it, which a file cannot do.
+        """
+        qat_dir = os.path.join(path, 'qat')
+        os.mkdir(qat_dir)
+        attrs = {'state': qat['state'],
+                 'cfg_services': qat['cfg_services'],
+                 'pm_idle_enabled': '%d' % qat['pm_idle_enabled'],
+                 'num_rps': '%d' % _QAT_NUM_RPS,
+                 'auto_reset': 'on' if qat['auto_reset'] else 'off'}
+        for name, text in attrs.items():
+            _write(os.path.join(qat_dir, name), text + '\n')
+        _write(os.path.join(qat_dir, 'rp2srv'), '')
 
     def _config(self, f: dict, irq: int, bridge: bool,
                 multifunction: bool) -> bytes:
@@ -361,52 +459,112 @@ class _Builder:
             self._link(self.dirs[vf], os.path.join(path, 'virtfn%d' % n))
 
     def _fpga(self, f: dict, path: str) -> None:
+        names = self.fpga_names[f['address']]
+        if f['fpga']['layout'] == 'opae':
+            self._fpga_opae(f, path, names)
+        else:
+            self._fpga_dfl(f, path, names)
+
+    def _fpga_opae(self, f: dict, path: str, names: dict) -> None:
+        """``fpga/intel-fpga-dev.N/{intel-fpga-fme.N,intel-fpga-port.N}``."""
         fpga = f['fpga']
-        # With SR-IOV on, the FME stays on the PF and the port (the AFU)
-        # is handed to the VF, as both the OPAE and the DFL drivers do.
-        has_fme = not f['physfn']
-        has_port = f['physfn'] or not (f['sriov'] and f['sriov']['numvfs'])
-        k = self.counters[fpga['layout']]
-        self.counters[fpga['layout']] += 1
-        if fpga['layout'] == 'opae':
-            name = 'intel-fpga-dev.%d' % k
-            dev_dir = os.path.join(path, 'fpga', name)
-            os.makedirs(dev_dir)
-            self._link(path, os.path.join(dev_dir, 'device'))
-            if has_fme:
-                pr = os.path.join(dev_dir, 'intel-fpga-fme.%d' % k, 'pr')
-                os.makedirs(pr)
-                _write(os.path.join(pr, 'interface_id'),
-                       fpga['interface_id'] + '\n')
-            if has_port:
-                port = os.path.join(dev_dir, 'intel-fpga-port.%d' % k)
-                os.makedirs(port)
-                _write(os.path.join(port, 'afu_id'), fpga['afu_id'] + '\n')
-            self._class_link('fpga', name, dev_dir)
-            return
-        region = os.path.join(path, 'fpga_region', 'region%d' % k)
+        name = 'intel-fpga-dev.%d' % names['dev']
+        dev_dir = os.path.join(path, 'fpga', name)
+        os.makedirs(dev_dir)
+        self._link(path, os.path.join(dev_dir, 'device'))
+        if 'fme' in names:
+            pr = os.path.join(dev_dir, 'intel-fpga-fme.%d' % names['fme'],
+                              'pr')
+            os.makedirs(pr)
+            _write(os.path.join(pr, 'interface_id'),
+                   fpga['interface_id'] + '\n')
+        if _fpga_port_shown(f):
+            port = os.path.join(dev_dir, 'intel-fpga-port.%d' % names['port'])
+            os.makedirs(port)
+            _write(os.path.join(port, 'afu_id'), fpga['afu_id'] + '\n')
+            # Older OPAE releases had no error reporting: the files are
+            # there only when the profile gives the port's errors.
+            if fpga['port_errors'] is not None:
+                os.mkdir(os.path.join(port, 'errors'))
+                _write(os.path.join(port, 'errors', 'errors'),
+                       '0x%x\n' % fpga['port_errors'])
+                _write(os.path.join(port, 'errors', 'clear'), '')
+        self._class_link('fpga', name, dev_dir)
+
+    def _fpga_dfl(self, f: dict, path: str, names: dict) -> None:
+        """The kernel's DFL devices of one PCI function.
+
+        ``fpga_region/regionN/`` (the card's region, whose ``compat_id``
+        the kernel cannot read: it fails with ENOENT, an empty file here)
+        holding ``dfl-fme.N/`` with its PR region
+        ``dfl-fme-region.B/fpga_region/regionP/compat_id`` and
+        ``dfl-port.N/``: Documentation/ABI/testing/sysfs-class-fpga-region,
+        sysfs-platform-dfl-fme and sysfs-platform-dfl-port.
+        """
+        fpga = f['fpga']
+        region_name = 'region%d' % names['region']
+        region = os.path.join(path, 'fpga_region', region_name)
         os.makedirs(region)
         self._link(path, os.path.join(region, 'device'))
-        platform = os.path.join(self.root, 'bus', 'platform', 'devices')
-        os.makedirs(platform, exist_ok=True)
-        if has_fme:
-            fme = os.path.join(region, 'dfl-fme.%d' % k)
-            pr_dev = os.path.join(fme, 'dfl-fme-region.%d' % k)
-            pr_name = 'region%d' % (k + _DFL_PR_REGION_BASE)
+        _write(os.path.join(region, 'compat_id'), '')
+        self._class_link('fpga_region', region_name, region)
+        if 'fme' in names:
+            fme = self._platform_device(region, 'dfl-fme', names['fme'])
+            attrs = {'ports_num': '1\n',
+                     'bitstream_id': '0x%x\n' % (fpga['bitstream_id'] or 0),
+                     'bitstream_metadata': '0x0\n', 'cache_size': '0\n',
+                     'fabric_version': '0\n', 'socket_id': '0\n'}
+            for key, text in attrs.items():
+                _write(os.path.join(fme, key), text)
+            pr_dev = self._platform_device(fme, 'dfl-fme-region',
+                                           names['bridge'])
+            pr_name = 'region%d' % names['pr_region']
             pr_region = os.path.join(pr_dev, 'fpga_region', pr_name)
             os.makedirs(pr_region)
-            # compat_id is printed as two u64 halves: 32 hex digits.
+            # The FME manager's compat_id: two u64 halves, 32 hex digits.
             _write(os.path.join(pr_region, 'compat_id'),
                    fpga['interface_id'] + '\n')
             self._link(pr_dev, os.path.join(pr_region, 'device'))
             self._class_link('fpga_region', pr_name, pr_region)
-            self._link(fme, os.path.join(platform, 'dfl-fme.%d' % k))
-        if has_port:
-            port = os.path.join(region, 'dfl-port.%d' % k)
-            os.makedirs(port)
-            _write(os.path.join(port, 'afu_id'), fpga['afu_id'] + '\n')
-            self._link(port, os.path.join(platform, 'dfl-port.%d' % k))
-        self._class_link('fpga_region', 'region%d' % k, region)
+        if _fpga_port_shown(f):
+            port = self._platform_device(region, 'dfl-port', names['port'])
+            attrs = {'id': '0\n', 'afu_id': fpga['afu_id'] + '\n',
+                     'power_state': '0x0\n', 'ap1_event': '0\n',
+                     'ap2_event': '0\n', 'ltr': '0\n'}
+            for key, text in attrs.items():
+                _write(os.path.join(port, key), text)
+            errors = os.path.join(port, 'errors')
+            os.mkdir(errors)
+            attrs = {'errors': '0x%x\n' % (fpga['port_errors'] or 0),
+                     'first_error': '0x0\n',
+                     'first_malformed_req': '0x%032x\n' % 0}
+            for key, text in attrs.items():
+                _write(os.path.join(errors, key), text)
+
+    def _platform_device(self, parent: str, name: str, number: int) -> str:
+        """Platform device ``<name>.<number>`` under ``parent``.
+
+        Bound to the platform driver ``name``, as with the DFL drivers'
+        modules loaded.
+        """
+        platform = os.path.join(self.root, 'bus', 'platform')
+        driver_dir = os.path.join(platform, 'drivers', name)
+        if not os.path.isdir(driver_dir):
+            os.makedirs(driver_dir)
+            for key in _PLATFORM_DRIVER_FILES:
+                _write(os.path.join(driver_dir, key), '')
+        os.makedirs(os.path.join(platform, 'devices'), exist_ok=True)
+        dev_name = '%s.%d' % (name, number)
+        path = os.path.join(parent, dev_name)
+        os.makedirs(path)
+        _write(os.path.join(path, 'uevent'),
+               'DRIVER=%s\nMODALIAS=platform:%s\n' % (name, name))
+        _write(os.path.join(path, 'modalias'), 'platform:%s\n' % name)
+        self._link(platform, os.path.join(path, 'subsystem'))
+        self._link(driver_dir, os.path.join(path, 'driver'))
+        self._link(path, os.path.join(driver_dir, dev_name))
+        self._link(path, os.path.join(platform, 'devices', dev_name))
+        return path
 
     def _mdev(self, f: dict, path: str) -> None:
         for type_id, attrs in f['mdev_types'].items():
@@ -416,9 +574,45 @@ class _Builder:
                         'description'):
                 _write(os.path.join(type_dir, key), '%s\n' % attrs[key])
             _write(os.path.join(type_dir, 'create'), '')
+            for mdev_uuid in attrs['devices']:
+                self._mdev_device(path, type_id, mdev_uuid)
         class_dir = os.path.join(self.root, 'class', 'mdev_bus')
         os.makedirs(class_dir, exist_ok=True)
         self._link(path, os.path.join(class_dir, f['address']))
+
+    def _mdev_device(self, parent: str, type_id: str,
+                     mdev_uuid: str) -> None:
+        """A mediated device that exists, as ``create`` makes it.
+
+        Documentation/ABI/testing/sysfs-bus-vfio-mdev and the mdev core:
+        ``<parent>/<uuid>/`` with ``mdev_type`` (a link to its type),
+        ``remove``, its own IOMMU group, the ``devices/<uuid>`` link of
+        its type and ``bus/mdev/devices/<uuid>``.
+        """
+        write_mdev_device(self.root, parent, type_id, mdev_uuid,
+                          self._next_group())
+
+    def _next_group(self) -> int:
+        groups = os.path.join(self.root, 'kernel', 'iommu_groups')
+        taken = {int(n) for n in os.listdir(groups) if n.isdigit()}
+        return max(taken | set(self._iommu_groups().values()) - {'none'}
+                   | {-1}) + 1
+
+    def _nvidia_vgpu(self, vgpu: dict, path: str) -> None:
+        """NVIDIA's vendor-specific VFIO files of one VF (vGPU 17+).
+
+        ``nvidia/creatable_vgpu_types`` lists ``<id> : <name>`` under a
+        header, only what can be created on the VF now (nothing once it
+        holds a type); ``nvidia/current_vgpu_type`` is the type id it
+        holds, 0 for none.
+        """
+        nvidia = os.path.join(path, 'nvidia')
+        os.mkdir(nvidia)
+        creatable = {} if vgpu['current'] else vgpu['types']
+        _write(os.path.join(nvidia, 'creatable_vgpu_types'),
+               creatable_vgpu_types_text(creatable))
+        _write(os.path.join(nvidia, 'current_vgpu_type'),
+               '%d\n' % vgpu['current'])
 
     def _net(self, f: dict, path: str, ifname: str) -> None:
         net_dir = os.path.join(path, 'net', ifname)
@@ -426,14 +620,60 @@ class _Builder:
         oui = _MAC_OUIS.get(f['vendor'], (0x02, 0x00, 0x00))
         tail = zlib.crc32(('%s/%s' % (f['address'], ifname)).encode())
         mac = oui + (tail >> 16 & 0xff, tail >> 8 & 0xff, tail & 0xff)
+        arp_type = _ARPHRD_ETHER
+        if f['class'] >> 8 == _INFINIBAND_SUBCLASS:
+            # IPoIB: the 20-byte hardware address is the queue pair
+            # number and the port's GID (link-local prefix, then a GUID
+            # made from the OUI), and the type ARPHRD_INFINIBAND.
+            mac = (0x00, 0x00, 0x10, 0x49, 0xfe, 0x80, 0, 0, 0, 0, 0, 0,
+                   *mac[:3], 0x03, 0x00, *mac[3:])
+            arp_type = _ARPHRD_INFINIBAND
         _write(os.path.join(net_dir, 'address'),
                ':'.join('%02x' % b for b in mac) + '\n')
+        _write(os.path.join(net_dir, 'addr_len'), '%d\n' % len(mac))
+        _write(os.path.join(net_dir, 'type'), '%d\n' % arp_type)
         _write(os.path.join(net_dir, 'ifindex'),
                '%d\n' % self.counters['ifindex'])
         self.counters['ifindex'] += 1
         _write(os.path.join(net_dir, 'operstate'), 'up\n')
         self._link(path, os.path.join(net_dir, 'device'))
         self._class_link('net', ifname, net_dir)
+
+
+def creatable_vgpu_types_text(types: dict[int, str]) -> str:
+    """``nvidia/creatable_vgpu_types`` as NVIDIA's driver prints it."""
+    return 'ID    : vGPU Name\n' + ''.join(
+        '%-5d : %s\n' % (type_id, name)
+        for type_id, name in sorted(types.items()))
+
+
+def write_mdev_device(root: str, parent: str, type_id: str,
+                      mdev_uuid: str, group: int) -> str:
+    """Make mediated device ``mdev_uuid`` exist under ``parent``.
+
+    What the mdev core does on a write to ``create`` (also used by the
+    tests' stand-in for the kernel); returns the device's directory.
+    """
+    def link(target, name):
+        os.symlink(os.path.relpath(target, os.path.dirname(name)), name)
+
+    type_dir = os.path.join(parent, 'mdev_supported_types', type_id)
+    dev = os.path.join(parent, mdev_uuid)
+    os.mkdir(dev)
+    link(type_dir, os.path.join(dev, 'mdev_type'))
+    _write(os.path.join(dev, 'remove'), '')
+    _write(os.path.join(dev, 'uevent'), 'MDEV_TYPE=%s\n' % type_id)
+    link(dev, os.path.join(type_dir, 'devices', mdev_uuid))
+    bus = os.path.join(root, 'bus', 'mdev')
+    os.makedirs(os.path.join(bus, 'devices'), exist_ok=True)
+    link(bus, os.path.join(dev, 'subsystem'))
+    link(dev, os.path.join(bus, 'devices', mdev_uuid))
+    group_dir = os.path.join(root, 'kernel', 'iommu_groups', str(group))
+    os.makedirs(os.path.join(group_dir, 'devices'))
+    _write(os.path.join(group_dir, 'type'), 'DMA\n')
+    link(group_dir, os.path.join(dev, 'iommu_group'))
+    link(dev, os.path.join(group_dir, 'devices', mdev_uuid))
+    return dev
 
 
 def main(argv: list[str] | None = None) -> int:

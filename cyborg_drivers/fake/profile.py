@@ -26,10 +26,13 @@ from __future__ import annotations
 import os
 import re
 from typing import Any
+import uuid as uuid_lib
 
 import yaml
 
-PROFILE_NAMES = ('gpu-host', 'fpga-host', 'crypto-nic-host', 'mixed-host')
+PROFILE_NAMES = ('gpu-host', 'fpga-host', 'crypto-nic-host', 'mixed-host',
+                 'vgpu-vfio-host', 'mdev-vf-host', 'qat-gen4-host',
+                 'ofs-fpga-host')
 PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                            'profiles')
 
@@ -46,14 +49,45 @@ _TOP_KEYS = ('name', 'description', 'devices')
 _DEVICE_KEYS = ('address', 'vendor', 'device', 'class', 'subsystem_vendor',
                 'subsystem_device', 'revision', 'numa_node', 'driver',
                 'iommu_group', 'parent', 'label', 'sriov', 'fpga', 'xilinx',
-                'mdev_types', 'net', 'qat')
+                'mdev_types', 'net', 'qat', 'nvidia_vgpu')
 _SRIOV_KEYS = ('totalvfs', 'numvfs', 'vf_device', 'vf_driver', 'offset',
-               'stride')
-_FPGA_KEYS = ('layout', 'interface_id', 'afu_id')
-_FPGA_LAYOUTS = ('opae', 'dfl')
+               'stride', 'vf_mdev_types')
+_FPGA_KEYS = ('layout', 'role', 'interface_id', 'afu_id', 'vf_afu_ids',
+              'port_errors', 'bitstream_id')
+# Layout -> the PCI driver that creates it: a function shows the layout
+# only while that driver is bound.
+FPGA_LAYOUT_DRIVERS = {'opae': 'intel-fpga-pci', 'dfl': 'dfl-pci'}
+_FPGA_LAYOUTS = tuple(FPGA_LAYOUT_DRIVERS)
+# pac: FME and port on the PF; SR-IOV moves the port to the VF.
+# ofs-fme: an OFS board's PF0: FME and a port that stays on the PF; each
+# VF has a port of its own. ofs-port: another PF of an OFS board, a port
+# only. Documentation/fpga/dfl.rst, drivers/fpga/dfl-pci.c.
+FPGA_ROLES = ('pac', 'ofs-fme', 'ofs-port')
+_U64_MAX = 0xffffffffffffffff
 _XILINX_KEYS = ('interface_uuids', 'logic_uuids')
-_MDEV_KEYS = ('name', 'available_instances', 'device_api', 'description')
-_QAT_KEYS = ('cfg_services', 'state')
+_MDEV_KEYS = ('name', 'available_instances', 'device_api', 'description',
+              'devices')
+_NVIDIA_VGPU_KEYS = ('types', 'current')
+# NVIDIA's vGPU type ids are unsigned 32-bit numbers; 0 means "none".
+_VGPU_TYPE_MAX = 0xffffffff
+_QAT_KEYS = ('cfg_services', 'state', 'pm_idle_enabled', 'auto_reset')
+# The QAT PFs whose kernel driver gives them qat/ (adf_sysfs_init(), called
+# by the 4xxx, 420xx and 6xxx drivers' probe; the older generations' drivers
+# have no such attributes): device id -> (driver, services its cfg_services
+# store accepts, how many it combines). Documentation/ABI/testing/
+# sysfs-driver-qat and qat_common/adf_cfg_services.c.
+_QAT_GEN4_SERVICES = ('asym', 'sym', 'dc', 'dcc')
+_QAT_GEN6_SERVICES = ('asym', 'sym', 'dc', 'decomp', 'dcc')
+QAT_SYSFS = {
+    0x4940: ('4xxx', _QAT_GEN4_SERVICES, 2),
+    0x4942: ('4xxx', _QAT_GEN4_SERVICES, 2),
+    0x4944: ('4xxx', _QAT_GEN4_SERVICES, 2),
+    0x4946: ('420xx', _QAT_GEN4_SERVICES, 2),
+    0x4948: ('6xxx', _QAT_GEN6_SERVICES, 3),
+}
+# What the kernel configures at probe: crypto (ADF_CFG_CY, "sym;asym"),
+# which is what the first device it probes gets.
+_QAT_DEFAULT_SERVICES = 'sym;asym'
 _HEX_FIELDS = ('vendor', 'device', 'class', 'subsystem_vendor',
                'subsystem_device', 'revision', 'vf_device')
 
@@ -111,8 +145,8 @@ def expand_functions(profile: dict) -> list[dict]:
     (its PF's address) and ``vf_index`` set; on PFs and ordinary devices
     both are ``None``. A VF inherits its PF's ids (but ``device``, which
     is ``vf_device``), NUMA node and parent; its driver is ``vf_driver``.
-    It keeps the PF's ``fpga`` section only when bound, as the FPGA
-    driver moves the port to bound VFs.
+    It has an ``fpga`` section (:func:`_vf_fpga`) only when bound to its
+    PF's FPGA driver: only that driver gives it a port in sysfs.
     """
     functions = []
     for dev in profile['devices']:
@@ -125,7 +159,9 @@ def expand_functions(profile: dict) -> list[dict]:
                       numa_node=dev['numa_node'], parent=dev['parent'],
                       driver=sriov['vf_driver'], physfn=dev['address'],
                       vf_index=n,
-                      fpga=dev['fpga'] if sriov['vf_driver'] else None)
+                      fpga=_vf_fpga(dev, n),
+                      mdev_types=sriov['vf_mdev_types'],
+                      nvidia_vgpu=_vf_vgpu(dev['nvidia_vgpu'], n))
             for key in ('class', 'subsystem_vendor', 'subsystem_device'):
                 vf[key] = dev[key]
             functions.append(vf)
@@ -262,27 +298,93 @@ def _sriov(raw: Any, where: str) -> dict | None:
     return {'totalvfs': total, 'numvfs': num,
             'vf_device': _int(raw, 'vf_device', where, 0, 0xffff),
             'vf_driver': _str(raw, 'vf_driver', where, None, _NAME_RE),
+            'vf_mdev_types': _mdev_types(raw.get('vf_mdev_types'),
+                                         where + ': vf'),
             'offset': _int(raw, 'offset', where, 1, 0xffff, 1),
             'stride': _int(raw, 'stride', where, 1, 0xffff, 1)}
 
 
-def _fpga(raw: Any, where: str) -> dict | None:
+def _fpga(device: dict, dev_where: str) -> dict | None:
+    """The ``fpga`` section of ``device`` (the raw device mapping)."""
+    raw = device.get('fpga')
     if raw is None:
         return None
-    where += ': fpga'
+    where = dev_where + ': fpga'
     _mapping(raw, where, _FPGA_KEYS)
     layout = _str(raw, 'layout', where)
     if layout not in _FPGA_LAYOUTS:
         raise ProfileError('%s: layout %r is not one of %s'
                            % (where, layout, ', '.join(_FPGA_LAYOUTS)))
-    for key in ('interface_id', 'afu_id'):
-        if raw.get(key) is None:
-            raise ProfileError('%s: missing required field %r'
-                               % (where, key))
+    role = _str(raw, 'role', where, 'pac')
+    if role not in FPGA_ROLES:
+        raise ProfileError('%s: role %r is not one of %s'
+                           % (where, role, ', '.join(FPGA_ROLES)))
+    if role != 'pac' and layout != 'dfl':
+        raise ProfileError('%s: role %s needs layout dfl (OFS boards have '
+                           'no OPAE driver)' % (where, role))
+    driver = _str(device, 'driver', dev_where, None, _NAME_RE)
+    if driver != FPGA_LAYOUT_DRIVERS[layout]:
+        raise ProfileError('%s: layout %s is what driver %s creates, but '
+                           'the function\'s driver is %s'
+                           % (where, layout, FPGA_LAYOUT_DRIVERS[layout],
+                              driver or 'none'))
+    # Only an FME has a PR interface id: an OFS board's other PFs have none.
+    if role == 'ofs-port':
+        if raw.get('interface_id') is not None:
+            raise ProfileError('%s: role ofs-port has no FME, so no '
+                               'interface_id' % where)
+        interface_id = None
+    elif raw.get('interface_id') is None:
+        raise ProfileError('%s: missing required field %r'
+                           % (where, 'interface_id'))
+    else:
+        interface_id = _uuid(raw['interface_id'], where + ': interface_id')
+    if raw.get('afu_id') is None:
+        raise ProfileError('%s: missing required field %r'
+                           % (where, 'afu_id'))
+    vf_afu_ids = raw.get('vf_afu_ids') or []
+    if not isinstance(vf_afu_ids, list):
+        raise ProfileError('%s: vf_afu_ids must be a list of uuids' % where)
+    if vf_afu_ids:
+        # A PAC's VF gets the PF's own port: there is no other AFU.
+        if role == 'pac':
+            raise ProfileError('%s: vf_afu_ids is for OFS roles: a PAC\'s '
+                               'VF takes the PF\'s port and its afu_id'
+                               % where)
+        sriov = _sriov(device.get('sriov'), dev_where)
+        if not sriov or len(vf_afu_ids) > sriov['totalvfs']:
+            raise ProfileError('%s: vf_afu_ids lists %d VFs, the function '
+                               'has %d' % (where, len(vf_afu_ids),
+                                           sriov['totalvfs'] if sriov
+                                           else 0))
     return {'layout': layout,
-            'interface_id': _uuid(raw['interface_id'],
-                                  where + ': interface_id'),
-            'afu_id': _uuid(raw['afu_id'], where + ': afu_id')}
+            'role': role,
+            'interface_id': interface_id,
+            'afu_id': _uuid(raw['afu_id'], where + ': afu_id'),
+            'vf_afu_ids': [_uuid(v, where + ': vf_afu_ids')
+                           for v in vf_afu_ids],
+            'port_errors': _int(raw, 'port_errors', where, 0, _U64_MAX,
+                                None),
+            'bitstream_id': _int(raw, 'bitstream_id', where, 0, _U64_MAX,
+                                 None)}
+
+
+def _vf_fpga(dev: dict, n: int) -> dict | None:
+    """The ``fpga`` section of VF ``n`` of PF ``dev``, None if it has none.
+
+    A VF shows a port only while its PF's FPGA driver is bound to it. A
+    PAC's VF shows the PF's own port (released by the PF), with its AFU
+    and errors; an OFS board's VF has a port of its own (``vf_afu_ids``,
+    else the PF's ``afu_id``).
+    """
+    fpga, sriov = dev['fpga'], dev['sriov']
+    if not fpga or sriov['vf_driver'] != FPGA_LAYOUT_DRIVERS[fpga['layout']]:
+        return None
+    if fpga['role'] == 'pac':
+        return dict(fpga)
+    ids = fpga['vf_afu_ids']
+    return dict(fpga, afu_id=ids[n] if n < len(ids) else fpga['afu_id'],
+                port_errors=None)
 
 
 def _xilinx(raw: Any, where: str) -> dict | None:
@@ -319,8 +421,66 @@ def _mdev_types(raw: Any, where: str) -> dict | None:
             'available_instances': _int(attrs, 'available_instances',
                                         twhere, 0, 0xffff),
             'device_api': _str(attrs, 'device_api', twhere, 'vfio-pci'),
-            'description': _str(attrs, 'description', twhere, '')}
+            'description': _str(attrs, 'description', twhere, ''),
+            'devices': _mdev_devices(attrs.get('devices'), twhere)}
     return result
+
+
+def _mdev_devices(raw: Any, where: str) -> list[str]:
+    """Mediated devices that exist at boot, as canonical uuids."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ProfileError('%s: devices must be a list of uuids' % where)
+    # sysfs names an mdev by its uuid in canonical (dashed) form.
+    return [str(uuid_lib.UUID(_uuid(v, where + ': devices'))) for v in raw]
+
+
+def _iommu_group(raw: dict, where: str) -> int | str | None:
+    """A group number, ``'none'`` (no IOMMU: no link) or None (one of
+    its own, numbered by the builder)."""
+    if raw.get('iommu_group') == 'none':
+        return 'none'
+    return _int(raw, 'iommu_group', where, 0, 0xffffff, None)
+
+
+def _nvidia_vgpu(raw: Any, where: str) -> dict | None:
+    """NVIDIA's vendor-specific VFIO vGPU state of a PF's VFs.
+
+    ``types``: type id -> full vGPU type name, what a free VF lists in
+    ``nvidia/creatable_vgpu_types``; ``current``: VF index -> the type id
+    already in its ``nvidia/current_vgpu_type`` at boot.
+    """
+    if raw is None:
+        return None
+    where += ': nvidia_vgpu'
+    _mapping(raw, where, _NVIDIA_VGPU_KEYS)
+    types = raw.get('types') or {}
+    if not isinstance(types, dict):
+        raise ProfileError('%s: types must map type ids to names' % where)
+    result = {'types': {}, 'current': {}}
+    for type_id, name in types.items():
+        _int({'type id': type_id}, 'type id', where, 1, _VGPU_TYPE_MAX)
+        if not isinstance(name, str) or not name.strip():
+            raise ProfileError('%s: type %s needs a name' % (where, type_id))
+        result['types'][int(type_id)] = name
+    current = raw.get('current') or {}
+    if not isinstance(current, dict):
+        raise ProfileError('%s: current must map VF indexes to type ids'
+                           % where)
+    for index, type_id in current.items():
+        index = _int({'VF index': index}, 'VF index', where, 0, 0xffff)
+        result['current'][index] = _int({'type': type_id}, 'type', where,
+                                         0, _VGPU_TYPE_MAX)
+    return result
+
+
+def _vf_vgpu(section: dict | None, index: int) -> dict | None:
+    """What VF ``index`` of a PF with ``nvidia_vgpu`` shows."""
+    if section is None:
+        return None
+    return {'types': section['types'],
+            'current': section['current'].get(index, 0)}
 
 
 def _net(raw: Any, where: str) -> list | None:
@@ -336,16 +496,62 @@ def _net(raw: Any, where: str) -> list | None:
     return list(raw)
 
 
-def _qat(raw: Any, where: str) -> dict | None:
-    if raw is None:
-        return None
+def _qat(dev: dict, where: str) -> dict | None:
+    """What ``qat/`` of a QAT 4xxx, 420xx or 6xxx PF shows.
+
+    The kernel creates ``qat/`` when its driver binds such a PF, so a
+    bound one gets it even without a ``qat`` section (with the kernel's
+    defaults); any other device, or one not bound to that driver, has
+    none and may not have the section.
+    """
+    raw = dev.get('qat')
+    vendor = _int(dev, 'vendor', where, 0, 0xffff)
+    device = _int(dev, 'device', where, 0, 0xffff)
+    driver = _str(dev, 'driver', where, None, _NAME_RE)
+    kernel = QAT_SYSFS.get(device) if vendor == 0x8086 else None
     where += ': qat'
+    if kernel is None:
+        if raw is None:
+            return None
+        raise ProfileError(
+            '%s: %04x:%04x has no qat/ in sysfs: only QAT PFs of the 4xxx, '
+            '420xx and 6xxx drivers have it (8086:%s)'
+            % (where, vendor, device,
+               ', '.join('%04x' % d for d in sorted(QAT_SYSFS))))
+    kernel_driver, services, most = kernel
+    if driver != kernel_driver:
+        if raw is None:
+            return None
+        raise ProfileError('%s: qat/ exists only while the kernel driver %s '
+                           'is bound (driver: %s)'
+                           % (where, kernel_driver, driver or 'none'))
+    raw = {} if raw is None else raw
     _mapping(raw, where, _QAT_KEYS)
     state = _str(raw, 'state', where, 'up')
     if state not in ('up', 'down'):
         raise ProfileError('%s: state %r is not up or down' % (where, state))
-    return {'cfg_services': _str(raw, 'cfg_services', where, 'sym;dc'),
-            'state': state}
+    sriov = dev.get('sriov')
+    if state == 'down' and isinstance(sriov, dict) and _int(
+            sriov, 'numvfs', where, 0, 0xffff, 0):
+        raise ProfileError('%s: state is down but VFs are enabled: the '
+                           'kernel removes a QAT device\'s VFs when it goes '
+                           'down' % where)
+    cfg_services = _str(raw, 'cfg_services', where, _QAT_DEFAULT_SERVICES)
+    tokens = cfg_services.split(';')
+    if (not set(tokens) <= set(services) or len(set(tokens)) != len(tokens)
+            or len(tokens) > most or ('dcc' in tokens and len(tokens) > 1)):
+        raise ProfileError(
+            '%s: cfg_services %r is not what a %s device takes: up to %d of '
+            '%s, each once, dcc alone'
+            % (where, cfg_services, kernel_driver, most,
+               ', '.join(services)))
+    auto_reset = raw.get('auto_reset', False)
+    if not isinstance(auto_reset, bool):
+        raise ProfileError('%s: auto_reset must be true or false, not %r'
+                           % (where, auto_reset))
+    return {'cfg_services': cfg_services, 'state': state,
+            'pm_idle_enabled': _int(raw, 'pm_idle_enabled', where, 0, 1, 1),
+            'auto_reset': auto_reset}
 
 
 def _device(raw: Any, index: int) -> dict:
@@ -372,16 +578,17 @@ def _device(raw: Any, index: int) -> dict:
         'revision': _int(raw, 'revision', where, 0, 0xff, 0),
         'numa_node': _int(raw, 'numa_node', where, -1, 1023, -1),
         'driver': _str(raw, 'driver', where, None, _NAME_RE),
-        'iommu_group': _int(raw, 'iommu_group', where, 0, 0xffffff, None),
+        'iommu_group': _iommu_group(raw, where),
         'parent': (None if raw.get('parent') is None
                    else _address(raw['parent'], where + ': parent')),
         'label': None if label is None else str(label),
         'sriov': _sriov(raw.get('sriov'), where),
-        'fpga': _fpga(raw.get('fpga'), where),
+        'fpga': _fpga(raw, where),
         'xilinx': _xilinx(raw.get('xilinx'), where),
         'mdev_types': _mdev_types(raw.get('mdev_types'), where),
         'net': _net(raw.get('net'), where),
-        'qat': _qat(raw.get('qat'), where),
+        'qat': _qat(raw, where),
+        'nvidia_vgpu': _nvidia_vgpu(raw.get('nvidia_vgpu'), where),
     }
 
 

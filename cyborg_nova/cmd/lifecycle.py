@@ -13,8 +13,8 @@
 """``driver-install``, ``driver-uninstall``, ``driver-update``.
 
 The generic-driver spec's install and uninstall of a driver, and a change
-of its devices' VF count. Their old names are deprecated aliases
-(:mod:`cyborg_nova.cmd.deprecated`).
+of its devices' VF count or QAT services. Their old names are deprecated
+aliases (:mod:`cyborg_nova.cmd.deprecated`).
 """
 
 from cliff import command
@@ -81,7 +81,7 @@ class DriverUninstall(hostargs.HostCommand, command.Command):
 
 
 class DriverUpdate(hostargs.HostCommand, command.Command):
-    """Change a driver's devices on this host, e.g. their VF count.
+    """Change a driver's devices on this host: VF count or QAT services.
 
     --num-vfs N sets the number of SR-IOV VFs of the driver's devices (or
     of --device only) through the sysfs_admin privsep helper. Refused
@@ -91,13 +91,27 @@ class DriverUpdate(hostargs.HostCommand, command.Command):
     The count is recorded in the host's state store: the kernel starts
     with no VFs after a reboot, and nova-compute writes it back when it
     starts.
+
+    --qat-services SERVICES (intel_qat only) configures QAT 4xxx, 420xx
+    and 6xxx devices (qat/cfg_services) through the same helper. The
+    kernel takes new services only while the device is down: the command
+    refuses a device that is up, and says how to stop it. The device
+    uses the services once it is up again, which --num-vfs does.
     """
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         parser.add_argument('driver', help='driver name (driver-list)')
-        parser.add_argument('--num-vfs', type=int, required=True,
-                            metavar='N', help='SR-IOV VFs to enable')
+        change = parser.add_mutually_exclusive_group(required=True)
+        change.add_argument('--num-vfs', type=int, metavar='N',
+                            help='SR-IOV VFs to enable')
+        change.add_argument(
+            '--qat-services', metavar='SERVICES',
+            help='services a QAT device is configured for, separated by '
+                 '";" (quote them in a shell), e.g. "sym;dc": on 4xxx, '
+                 '401xx, 402xx and 420xx up to two of asym, sym, dc, dcc; '
+                 'on 6xxx up to three of those and decomp; dcc alone. The '
+                 'device must be down (qat/state).')
         parser.add_argument('--device', metavar='ADDRESS',
                             help='only the device at this PCI address')
         hostargs.add_nodename(parser)
@@ -106,6 +120,8 @@ class DriverUpdate(hostargs.HostCommand, command.Command):
 
     def take_action(self, parsed_args):
         conf = hostargs.conf(self.app)
+        if parsed_args.qat_services is not None:
+            return self._services(conf, parsed_args)
         if parsed_args.num_vfs < 0:
             raise lifecycle.LifecycleError('--num-vfs must be 0 or more')
         client = hostargs.placement_client(self.app, parsed_args)
@@ -118,6 +134,21 @@ class DriverUpdate(hostargs.HostCommand, command.Command):
             conf, hostargs.store(conf), parsed_args.nodename,
             parsed_args.driver, parsed_args.num_vfs,
             hostargs.allocations_lookup(client), set_num_vfs,
+            parsed_args.device)
+        for line in done:
+            self.app.stdout.write(line + '\n')
+
+    def _services(self, conf, parsed_args):
+        client = hostargs.placement_client(self.app, parsed_args)
+
+        def set_services(address, services):
+            hostargs.start_privsep(conf, 'sysfs_admin')
+            from privsep import qat
+            return qat.set_services(address, services)
+        done = lifecycle.update_services(
+            conf, hostargs.store(conf), parsed_args.nodename,
+            parsed_args.driver, parsed_args.qat_services,
+            hostargs.allocations_lookup(client), set_services,
             parsed_args.device)
         for line in done:
             self.app.stdout.write(line + '\n')

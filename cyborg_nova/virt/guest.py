@@ -50,10 +50,13 @@ from nova import context as nova_context
 from nova import exception
 from nova.virt.libvirt import config as vconfig
 
+from cyborg_drivers import device as device_model
 from cyborg_drivers import guest_xml
+from cyborg_drivers import vgpu
 from cyborg_nova import assignments
 from cyborg_nova import providers
 from cyborg_nova import remote_devices
+from cyborg_nova import vgpus
 from cyborg_nova.virt import moves
 
 LOG = logging.getLogger(__name__)
@@ -65,19 +68,29 @@ _COMES_BACK = (task_states.REBUILDING,
                task_states.REBUILD_SPAWNING)
 
 
-def pci_hostdev(address: str) -> vconfig.LibvirtConfigGuestHostdevPCI:
-    """A managed PCI ``<hostdev>`` for the function at ``address``.
+def pci_hostdev(address: str, managed: bool = True
+                ) -> vconfig.LibvirtConfigGuestHostdevPCI:
+    """A PCI ``<hostdev>`` for the function at ``address``.
 
     Nova's config object (what its guest config holds), made of the same
     fields as :func:`cyborg_drivers.guest_xml.pci_hostdev`, whose text
     the hot-plug paths use: the two render the same XML.
 
+    :param managed: False for a vendor-VFIO vGPU VF, which keeps the
+        NVIDIA driver (its VFIO driver) instead of getting vfio-pci.
     :raises ValueError: ``address`` is not a PCI address.
     """
     dev = vconfig.LibvirtConfigGuestHostdevPCI()
     dev.domain, dev.bus, dev.slot, dev.function = (
         guest_xml.pci_address_fields(address))
-    dev.managed = guest_xml.MANAGED
+    dev.managed = guest_xml.MANAGED if managed else guest_xml.UNMANAGED
+    return dev
+
+
+def mdev_hostdev(mdev: str) -> vconfig.LibvirtConfigGuestHostdevMDEV:
+    """An mdev ``<hostdev>`` (a vGPU) for mediated device ``mdev``."""
+    dev = vconfig.LibvirtConfigGuestHostdevMDEV()
+    dev.uuid = mdev
     return dev
 
 
@@ -91,6 +104,8 @@ class GuestAcceleratorsMixin:
     def __init__(self, virtapi, *args, **kwargs) -> None:
         super().__init__(virtapi, *args, **kwargs)
         self._unit_assignments: assignments.Assignments | None = None
+        #: The privileged writes that make and undo vGPU units.
+        self._vgpu_ops = vgpus.PrivsepOps()
         # (provider, consumer, allocated, assigned) already logged short.
         self._short_logged: set[tuple] = set()
 
@@ -155,6 +170,7 @@ class GuestAcceleratorsMixin:
             store.release(instance.uuid, rp)
             LOG.info('Instance %s no longer holds accelerator %s: released '
                      '%s', instance.uuid, ours[rp][1], ', '.join(held[rp]))
+            self._retire(held[rp])
         if not wanted:
             # An ordinary flavor never reads the accelerators: a host
             # whose sysfs cannot be read still builds it.
@@ -182,12 +198,6 @@ class GuestAcceleratorsMixin:
             count = resources.get(accelerator.resource_class, 0)
             if not count:
                 continue
-            if accelerator.mdev_types and dict(
-                    accelerator.capabilities or {}).get('vgpu_type'):
-                self._unavailable(
-                    strict, instance, 'accelerator %s offers vGPU (mdev) '
-                    'units, which this release cannot attach yet' % address)
-                continue
             self._reconcile_provider(context, rp, links)
             try:
                 units = store.assign(instance.uuid, rp, accelerator.units,
@@ -200,8 +210,48 @@ class GuestAcceleratorsMixin:
                 LOG.info('Instance %s now holds %d of accelerator %s: '
                          'released %s', instance.uuid, count, address,
                          ', '.join(extra))
+                self._retire(extra)
+            try:
+                made = vgpus.prepare(self._sysfs_root(), accelerator,
+                                     units[:count], self._vgpu_ops)
+            except vgpus.VgpuError as exc:
+                self._unavailable(strict, instance, 'accelerator %s: %s'
+                                  % (address, exc))
+                continue
+            if made:
+                LOG.info('Instance %s: vGPU units made on accelerator %s: '
+                         '%s', instance.uuid, address, ', '.join(made))
             LOG.info('Instance %s gets %s of accelerator %s', instance.uuid,
                      ', '.join(units), address)
+
+    @staticmethod
+    def _sysfs_root() -> str:
+        from nova import conf as nova_conf
+        return nova_conf.CONF.cyborg_nova.sysfs_root
+
+    def _retire(self, units) -> None:
+        """Undo the vGPUs of units just freed (see :mod:`vgpus`)."""
+        if units:
+            vgpus.retire(self._sysfs_root(), units, self._vgpu_ops)
+
+    def _release(self, consumer, providers) -> int:
+        """Free what ``consumer`` holds on ``providers``; how many."""
+        store = self._assignments()
+        held = store.of_consumer(consumer, providers)
+        freed = store.release(consumer, providers=providers)
+        self._retire([u for units in held.values() for u in units])
+        return freed
+
+    def _move(self, source, dest, providers) -> int:
+        """The units follow an allocation Placement moved; how many."""
+        store = self._assignments()
+        before = store.of_consumer(dest, providers)
+        moved = store.move(source, dest, providers)
+        kept = {u for units in store.of_consumer(dest, providers).values()
+                for u in units}
+        self._retire([u for units in before.values() for u in units
+                      if u not in kept])
+        return moved
 
     @staticmethod
     def _unavailable(strict, instance, reason):
@@ -224,6 +274,7 @@ class GuestAcceleratorsMixin:
         for consumer, units in result.released.items():
             LOG.info('Consumer %s holds nothing on provider %s any more: '
                      'released %s', consumer, rp, ', '.join(units))
+            self._retire(units)
         for consumer, (amount, have) in result.short.items():
             if (rp, consumer, amount, have) not in self._short_logged:
                 self._short_logged.add((rp, consumer, amount, have))
@@ -262,8 +313,8 @@ class GuestAcceleratorsMixin:
         # (on a same-host resize the new guest gets units of its own).
         link = moves.links(context)(instance.uuid)
         if link is not None and link.instance == instance.uuid:
-            moved = self._assignments().move(
-                instance.uuid, link.migration, self._our_providers())
+            moved = self._move(instance.uuid, link.migration,
+                               self._our_providers())
             if moved:
                 LOG.info('Instance %s: %d accelerator unit(s) now held by '
                          'migration %s', instance.uuid, moved,
@@ -281,8 +332,7 @@ class GuestAcceleratorsMixin:
     def confirm_migration(self, context, migration, instance, network_info):
         super().confirm_migration(context, migration, instance,
                                   network_info)
-        freed = self._assignments().release(
-            migration.uuid, providers=self._our_providers())
+        freed = self._release(migration.uuid, self._our_providers())
         if freed:
             LOG.info('Instance %s: resize confirmed, released %d '
                      'accelerator unit(s) of migration %s', instance.uuid,
@@ -293,8 +343,7 @@ class GuestAcceleratorsMixin:
         # Nova moved the migration record's allocation back to the
         # instance before calling this; the units follow it, and what
         # the instance held on the reverted flavor is freed.
-        self._assignments().move(migration.uuid, instance.uuid,
-                                 self._our_providers())
+        self._move(migration.uuid, instance.uuid, self._our_providers())
         allocations = moves.consumer_allocations(context, instance.uuid)
         if allocations is not None:
             self._sync_units(context, instance, allocations, strict=False)
@@ -331,10 +380,29 @@ class GuestAcceleratorsMixin:
         guest = super()._get_guest_config(instance, *args, **kwargs)
         held = self._assignments().of_consumer(instance.uuid,
                                                self._our_providers())
+        # Nova's hard reboot passes the mdevs of the old definition back
+        # in: ours among them are not added twice.
+        present = {d.uuid for d in guest.devices
+                   if isinstance(d, vconfig.LibvirtConfigGuestHostdevMDEV)}
+        root = self._sysfs_root()
         for _, units in sorted(held.items()):
             for unit in units:
-                guest.add_device(pci_hostdev(unit))
+                if not device_model.is_pci_address(unit):
+                    if unit not in present:
+                        guest.add_device(mdev_hostdev(unit))
+                    continue
+                guest.add_device(pci_hostdev(
+                    unit, managed=not vgpu.is_vendor_vfio(root, unit)))
         return guest
+
+    def _allocate_mdevs(self, allocations):
+        # Nova's own vGPU code would look for a parent device in the
+        # names of this project's providers and fail: their VGPU units
+        # are made here (_sync_units), so Nova sees only the others.
+        ours = self._our_providers()
+        return super()._allocate_mdevs(
+            {rp: alloc for rp, alloc in (allocations or {}).items()
+             if rp not in ours})
 
     def cleanup(self, context, instance, network_info,
                 block_device_info=None, destroy_disks=True,
@@ -349,8 +417,7 @@ class GuestAcceleratorsMixin:
         finally:
             reason = self._leaving(instance, destroy_disks)
             if reason:
-                freed = self._assignments().release(
-                    instance.uuid, providers=self._our_providers())
+                freed = self._release(instance.uuid, self._our_providers())
                 if freed:
                     LOG.info('Instance %s released %d accelerator unit(s) '
                              '(%s)', instance.uuid, freed, reason)

@@ -45,6 +45,14 @@ def crypto_host(tmp_path):
     server.cleanUp()
 
 
+@pytest.fixture
+def qat_host(tmp_path):
+    server = placement_fixture.PlacementServer()
+    server.setUp()
+    yield make_host(tmp_path, server, 'qat-gen4-host', 'intel_qat')
+    server.cleanUp()
+
+
 def make_host(tmp_path, server, profile, drivers, auto_ready=False):
     root = str(tmp_path / 'sys')
     hosttree.build_tree(hosttree.profile_path(profile), root)
@@ -291,3 +299,65 @@ def test_driver_list_and_discover_enabled_follow_host_choices(host):
     rc, out, err = host.cli('discover', '--enabled', '-f', 'json')
     assert rc == 0, err
     assert [r['driver'] for r in json.loads(out)] == ['xilinx_fpga']
+
+
+def test_driver_update_sets_qat_services_only_on_a_device_that_is_down(
+        qat_host):
+    host = qat_host
+    qat = '0000:6b:00.0'     # a 4xxx, up, sym;asym
+    qat_dir = os.path.join(host.root, 'bus', 'pci', 'devices', qat, 'qat')
+
+    def services():
+        with open(os.path.join(qat_dir, 'cfg_services')) as f:
+            return f.read().strip()
+    host.report()
+    assert 'CUSTOM_QAT_SYM' in host.placement(
+        'GET', '/resource_providers/%s/traits' % host.providers()[
+            '%s_accelerator_%s' % (NODE, qat)]['uuid'])['traits']
+
+    # Up: refused, with how to stop it.
+    rc, out, err = host.cli('driver-update', 'intel_qat', '--qat-services',
+                            'dc;sym', '--device', qat, '--nodename', NODE)
+    assert rc == 1 and 'Traceback' not in err
+    assert 'QAT device %s is up' % qat in err
+    assert 'echo down > %s' % os.path.join(qat_dir, 'state') in err
+    assert services() == 'sym;asym'
+
+    # Services a 4xxx does not take: refused, naming what it takes.
+    with open(os.path.join(qat_dir, 'state'), 'w') as f:
+        f.write('down\n')
+    rc, out, err = host.cli('driver-update', 'intel_qat', '--qat-services',
+                            'decomp', '--device', qat, '--nodename', NODE)
+    assert rc == 1 and "'decomp' not accepted by a 4XXX" in err
+    assert services() == 'sym;asym'
+
+    # Down: written through the sysfs_admin privsep daemon, in the
+    # kernel's order.
+    rc, out, err = host.cli('driver-update', 'intel_qat', '--qat-services',
+                            'dc;sym', '--device', qat, '--nodename', NODE)
+    assert rc == 0, err
+    assert out == ('%s: services asym;sym -> sym;dc; bring it up to use '
+                   'them\n' % qat)
+    assert services() == 'sym;dc'
+
+    # In use: refused, naming the instance.
+    uuid_ = host.providers()['%s_accelerator_%s' % (NODE, qat)]['uuid']
+    consumer = str(uuid.uuid4())
+    host.placement('PUT', '/allocations/%s' % consumer, {
+        'allocations': {uuid_: {'resources': {'CUSTOM_QAT': 1}}},
+        'project_id': str(uuid.uuid4()), 'user_id': str(uuid.uuid4()),
+        'consumer_generation': None, 'consumer_type': 'INSTANCE'})
+    rc, _, err = host.cli('driver-update', 'intel_qat', '--qat-services',
+                          'asym', '--device', qat, '--nodename', NODE)
+    assert rc == 1 and consumer in err and 'Traceback' not in err
+    assert services() == 'sym;dc'
+
+
+def test_driver_update_takes_one_change(qat_host):
+    rc, _, err = qat_host.cli('driver-update', 'intel_qat', '--num-vfs',
+                              '16', '--qat-services', 'dc')
+    assert rc == 2 and 'not allowed with argument' in err
+    rc, _, err = qat_host.cli('driver-update', 'intel_qat')
+    assert rc == 2 and 'one of the arguments --num-vfs --qat-services' in err
+    rc, out, _ = qat_host.cli('driver-update', '--help')
+    assert rc == 0 and '--qat-services SERVICES' in out

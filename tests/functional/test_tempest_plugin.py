@@ -348,7 +348,8 @@ def _api_tests(base, identity, conductor_url, conductor_token):
             'expected_resource_classes = FPGA,PGPU,CUSTOM_QAT',
             'expected_traits = CUSTOM_FPGA_INTEL,'
             'CUSTOM_FPGA_INTEL_PAC_ARRIA10,CUSTOM_FPGA_INTEL_PAC_N3000,'
-            'CUSTOM_NVIDIA_1EB8,CUSTOM_QAT_SYM,CUSTOM_QAT_ASYM',
+            # mixed-host's QAT is a C62x: its kernel shows no services.
+            'CUSTOM_NVIDIA_1EB8,CUSTOM_QAT',
             '']))
     return _run([_script('tempest'), 'run', '--concurrency', '2',
                  '--regex', r'cyborg_nova_tempest_plugin\.tests\.api'],

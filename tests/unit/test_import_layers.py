@@ -446,6 +446,7 @@ import privsep.libvirt
 import privsep.mdev
 import privsep.nova_conf
 import privsep.pci
+import privsep.qat
 print(json.dumps({
     'blocked': blocked,
     'files': {m: getattr(sys.modules[m], '__file__', None)

@@ -37,6 +37,7 @@ import privsep
 import privsep.mdev
 import privsep.nova_conf
 import privsep.pci
+import privsep.qat
 from tests.unit.privsep import fakesysfs
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -47,12 +48,24 @@ T4_VGPU = '0000:3b:00.0'
 A100 = '0000:5f:00.0'
 NVME = '0000:18:00.0'
 CONTEXTS = (privsep.sysfs_admin, privsep.nova_config)
+QAT_UP = '0000:6b:00.0'      # qat-gen4-host: a 4xxx that is up
+QAT_DOWN = '0000:f7:00.0'    # qat-gen4-host: a 6xxx that is down
 
 
 @pytest.fixture
 def host(tmp_path):
     """A fake host and daemons configured for it; the daemons' config."""
-    root = fakesysfs.build(str(tmp_path / 'sys'))
+    yield from daemons_for(tmp_path, fakesysfs.GPU_HOST)
+
+
+@pytest.fixture
+def qat_host(tmp_path):
+    """As ``host``, for the qat-gen4-host profile."""
+    yield from daemons_for(tmp_path, 'qat-gen4-host')
+
+
+def daemons_for(tmp_path, profile):
+    root = fakesysfs.build(str(tmp_path / 'sys'), profile)
     conf_d = tmp_path / 'nova.conf.d'
     conf_d.mkdir()
     conf = tmp_path / 'privsep.conf'
@@ -140,6 +153,31 @@ def test_bad_arguments_refused_before_the_daemon_writes(host, call, args,
     assert str(info.value)
     assert fakesysfs.snapshot(host.sysfs_root) == before
     assert not os.path.exists(host.drop_in)
+
+
+def test_qat_services_through_the_daemon(qat_host):
+    root = qat_host.sysfs_root
+    assert privsep.qat.set_services(QAT_DOWN, 'dc;sym') == 'sym;dc'
+    assert fakesysfs.read(fakesysfs.device(
+        root, QAT_DOWN, 'qat', 'cfg_services')) == 'sym;dc'
+
+
+@pytest.mark.parametrize('address, services, error', [
+    (QAT_UP, 'dc', privsep.NotPossible),
+    (QAT_DOWN, 'sym;asym;dc;decomp', privsep.InvalidArgument),
+    (QAT_DOWN, '../state', privsep.PathLikeArgument),
+    ('0000:3d:00.0', 'sym', privsep.InvalidArgument),    # a C62x
+    ('0000:18:00.0', 'sym', privsep.InvalidArgument),    # an NVMe disk
+    ('0000:f7:00.0/qat', 'sym', privsep.PathLikeArgument),
+])
+def test_qat_bad_arguments_refused_by_the_daemon(qat_host, address,
+                                                 services, error):
+    before = fakesysfs.snapshot(qat_host.sysfs_root)
+    with pytest.raises(error) as info:
+        privsep.qat.set_services(address, services)
+    # Re-raised in this process with the daemon's message.
+    assert address in str(info.value) or repr(services) in str(info.value)
+    assert fakesysfs.snapshot(qat_host.sysfs_root) == before
 
 
 def test_the_caller_cannot_choose_the_root(host):

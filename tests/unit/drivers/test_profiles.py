@@ -27,6 +27,7 @@ from cyborg_drivers import device as device_model
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
 from cyborg_drivers import sysfs
+from cyborg_drivers import vgpu
 
 DEFAULT = ['nvidia_gpu', 'intel_fpga', 'xilinx_fpga', 'intel_qat']
 A10_IFACE = 'CUSTOM_FPGA_REGION_INTEL_9346116DA52D5CA8B06AA9A389EF7C8D'
@@ -90,9 +91,16 @@ def test_gpu_host_with_vgpu_type_enabled(host_tree):
     t4 = result.by_address()['0000:3b:00.0']
     assert t4.resource_class == 'VGPU'
     # First enabled type the GPU offers wins: nvidia-223 (GRID T4-2B).
-    assert t4.traits == ('CUSTOM_NVIDIA_1EB8_T4_2B',)
+    # Upstream Cyborg's trait, and the one built from the type id and
+    # the whole name.
+    assert t4.traits == ('CUSTOM_NVIDIA_1EB8_T4_2B',
+                         'CUSTOM_NVIDIA_1EB8_VGPU_NVIDIA_223_GRID_T4_2B')
     assert t4.total == 8
-    assert t4.capabilities == (('vgpu_type', 'nvidia-223'),)
+    # The units are the mdevs the T4 can create, named stably.
+    assert t4.units == tuple(vgpu.mdev_uuid('0000:3b:00.0', 'nvidia-223', i)
+                             for i in range(8))
+    assert t4.capabilities == (('vgpu_type', 'nvidia-223'),
+                               ('vgpu_framework', 'mdev'))
     # GPUs without the type stay whole.
     assert result.by_address()['0000:3c:00.0'].resource_class == 'PGPU'
 
@@ -129,7 +137,11 @@ def test_gpu_vfs_without_vgpu_type_are_held_back(host_tree):
         '0000:5f:00.0']
     assert (a100.total, a100.setup_required, a100.problems) == (4, False,
                                                                 ())
-    assert a100.traits == ('CUSTOM_NVIDIA_20B0_A100_4C',)
+    assert a100.traits == ('CUSTOM_NVIDIA_20B0_A100_4C',
+                           'CUSTOM_NVIDIA_20B0_VGPU_NVIDIA_471_GRID_A100_4C')
+    # One mdev per VF, each named after its VF.
+    assert [u.parent for u in a100.mdev_units] == list(
+        discover(root).by_address()['0000:5f:00.0'].units)
 
 
 def test_fpga_host(host_tree):
@@ -269,7 +281,8 @@ def test_mixed_host(host_tree):
 
 
 @pytest.mark.parametrize('profile', ['gpu-host', 'fpga-host',
-                                     'crypto-nic-host', 'mixed-host'])
+                                     'crypto-nic-host', 'mixed-host',
+                                     'qat-gen4-host'])
 def test_iommu_groups_and_drivers_read(host_tree, profile):
     for accelerator in discover(host_tree(profile)).accelerators:
         assert isinstance(accelerator.iommu_group, int)
@@ -287,20 +300,33 @@ def test_fpga_without_driver_bound(host_tree):
                           'CUSTOM_FPGA_INTEL_PAC_ARRIA10')
 
 
-def test_fpga_port_on_vf(host_tree):
-    # With SR-IOV on, the OPAE driver hands the port to the VF: the
-    # function id is read there and the VF is the unit.
-    result = discover(host_tree({'name': 'pac-vf', 'devices': [
+def _pac_with_vf(vf_driver):
+    return {'name': 'pac-vf', 'devices': [
         {'address': '0000:5e:00.0', 'vendor': 0x8086, 'device': 0x09c4,
          'class': 0x120000, 'driver': 'intel-fpga-pci',
          'sriov': {'totalvfs': 1, 'numvfs': 1, 'vf_device': 0x09c5,
-                   'vf_driver': 'vfio-pci'},
+                   'vf_driver': vf_driver},
          'fpga': {'layout': 'opae',
                   'interface_id': '9346116d-a52d-5ca8-b06a-a9a389ef7c8d',
-                  'afu_id': 'd8424dc4-a4a3-c413-f89e-433683f9040b'}}]}))
-    (pac,) = result.accelerators
+                  'afu_id': 'd8424dc4-a4a3-c413-f89e-433683f9040b'}}]}
+
+
+def test_fpga_port_on_vf(host_tree):
+    # With SR-IOV on, the OPAE driver hands the port to the VF: the
+    # function id is read there and the VF is the unit.
+    (pac,) = discover(host_tree(_pac_with_vf('intel-fpga-pci'))).accelerators
     assert pac.units == ('0000:5e:00.1',)
     assert NLB0 in pac.traits and A10_IFACE in pac.traits
+
+
+def test_fpga_port_on_a_vf_bound_elsewhere(host_tree):
+    # A VF bound to vfio-pci has no port in the host's sysfs (only the
+    # FPGA driver creates it): the loaded function cannot be read.
+    (pac,) = discover(host_tree(_pac_with_vf('vfio-pci'))).accelerators
+    assert pac.units == ('0000:5e:00.1',)
+    assert A10_IFACE in pac.traits
+    assert not any(t.startswith('CUSTOM_FPGA_FUNCTION_ID_')
+                   for t in pac.traits)
 
 
 def test_hardware_json_matches_internal_api(host_tree):

@@ -40,7 +40,9 @@ NLB3 = 'f7df405c-bd7a-cf72-22f1-44b0b93acd18'
 
 # Functions (VFs included) of each shipped profile, counted by hand.
 SHIPPED_COUNTS = {'gpu-host': 33, 'fpga-host': 15, 'crypto-nic-host': 191,
-                  'mixed-host': 32}
+                  'mixed-host': 32, 'vgpu-vfio-host': 26,
+                  'mdev-vf-host': 17, 'qat-gen4-host': 86,
+                  'ofs-fpga-host': 26}
 
 
 def small_profile():
@@ -158,7 +160,9 @@ def test_profile_names_match_shipped_files():
         hosttree.profile_path('gpu-host'))) if name.endswith('.yaml'))
     assert shipped == sorted(hosttree.PROFILE_NAMES)
     assert hosttree.PROFILE_NAMES == ('gpu-host', 'fpga-host',
-                                      'crypto-nic-host', 'mixed-host')
+                                      'crypto-nic-host', 'mixed-host',
+                                      'vgpu-vfio-host', 'mdev-vf-host',
+                                      'qat-gen4-host', 'ofs-fpga-host')
     with pytest.raises(hosttree.ProfileError, match='no-such-host'):
         hosttree.profile_path('no-such-host')
 
@@ -423,15 +427,285 @@ def test_fpga_dfl_layout(small):
     region = os.path.join(pf, 'fpga_region', 'region0')
     assert read(region, 'dfl-port.0', 'afu_id') == (
         'f7df405cbd7acf7222f144b0b93acd18\n')
+    # The FME's PR region is numbered by the same counter as the card's
+    # region, right after it (fpga-region.c's one ida).
     pr = os.path.join(region, 'dfl-fme.0', 'dfl-fme-region.0',
-                      'fpga_region', 'region1000')
+                      'fpga_region', 'region1')
     assert read(pr, 'compat_id') == '9346116da52d5ca8b06aa9a389ef7c8d\n'
     assert os.path.realpath(os.path.join(
         small, 'class', 'fpga_region', 'region0')) == region
     assert os.path.realpath(os.path.join(
-        small, 'class', 'fpga_region', 'region1000')) == pr
+        small, 'class', 'fpga_region', 'region1')) == pr
     assert os.path.realpath(os.path.join(region, 'device')) == pf
 
+
+# -- FPGA layouts of the kernel's DFL driver ---------------------------------
+
+HE_MEM = '8568ab4e6ba54616bb652a578330a8eb'
+HE_HSSI = '823c334c98bf11eabb370242ac130002'
+HE_LB = '56e203e9864f49a7b94b12284c31e02b'
+
+
+def fpga_device(address, device, driver='dfl-pci', fpga=None, **extra):
+    dev = {'address': address, 'vendor': 0x8086, 'device': device,
+           'class': 0x120000, 'numa_node': 0, 'driver': driver}
+    if fpga is not None:
+        dev['fpga'] = dict({'layout': 'dfl'}, **fpga)
+    dev.update(extra)
+    return dev
+
+
+def dfl_profile():
+    """Two PACs (one with its VF on dfl-pci) and an OFS board."""
+    return {'name': 'dfl', 'devices': [
+        fpga_device('0000:3b:00.0', 0x09c4, fpga={
+            'interface_id': PAC_INTERFACE, 'afu_id': NLB0,
+            'port_errors': 0x10, 'bitstream_id': 0x123456789abcdef},
+            sriov={'totalvfs': 1, 'numvfs': 1, 'vf_device': 0x09c5,
+                   'vf_driver': 'dfl-pci'}),
+        fpga_device('0000:5e:00.0', 0x0b30, fpga={
+            'interface_id': PAC_INTERFACE, 'afu_id': NLB3}),
+        fpga_device('0000:b1:00.0', 0xbcce, fpga={
+            'role': 'ofs-fme', 'interface_id': PAC_INTERFACE,
+            'afu_id': NLB0, 'vf_afu_ids': [HE_MEM, HE_HSSI]},
+            subsystem_device=0x1771,
+            sriov={'totalvfs': 3, 'numvfs': 3, 'vf_device': 0xbccf,
+                   'vf_driver': 'dfl-pci', 'offset': 5}),
+        fpga_device('0000:b1:00.1', 0xbcce, fpga={
+            'role': 'ofs-port', 'afu_id': HE_LB},
+            subsystem_device=0x1771),
+    ]}
+
+
+@pytest.fixture(scope='module')
+def dfl_tree(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp('dfl') / 'sys')
+    hosttree.build_tree(dfl_profile(), root)
+    return root
+
+
+def region_dir(root, address, number):
+    return os.path.join(os.path.realpath(dev(root, address)), 'fpga_region',
+                        'region%d' % number)
+
+
+def test_fpga_dfl_numbering_follows_the_kernel(dfl_tree):
+    # One counter for every FPGA region (card regions and the FMEs' PR
+    # regions, each PR region right after its card's), one for FMEs, one
+    # for ports (a released port keeps its number); the PFs at boot in
+    # bus order, then the VFs, which only SR-IOV creates.
+    layout = {}
+    for address in os.listdir(os.path.join(dfl_tree, 'bus', 'pci',
+                                           'devices')):
+        regions = os.path.join(dev(dfl_tree, address), 'fpga_region')
+        for region in (os.listdir(regions) if os.path.isdir(regions)
+                       else ()):
+            layout[address] = (region, sorted(
+                n for n in os.listdir(os.path.join(regions, region))
+                if n.startswith('dfl-')))
+    assert layout == {
+        '0000:3b:00.0': ('region0', ['dfl-fme.0']),
+        '0000:5e:00.0': ('region2', ['dfl-fme.1', 'dfl-port.1']),
+        '0000:b1:00.0': ('region4', ['dfl-fme.2', 'dfl-port.2']),
+        '0000:b1:00.1': ('region6', ['dfl-port.3']),
+        '0000:3b:00.1': ('region7', ['dfl-port.4']),
+        '0000:b1:00.5': ('region8', ['dfl-port.5']),
+        '0000:b1:00.6': ('region9', ['dfl-port.6']),
+        '0000:b1:00.7': ('region10', ['dfl-port.7']),
+    }
+    pr = {}
+    for address, number in (('0000:3b:00.0', 0), ('0000:5e:00.0', 2),
+                            ('0000:b1:00.0', 4)):
+        fme = one_entry(region_dir(dfl_tree, address, number), 'dfl-fme.')
+        pr_dev = one_entry(fme, 'dfl-fme-region.')
+        pr[address] = (os.path.basename(pr_dev),
+                       os.listdir(os.path.join(pr_dev, 'fpga_region')))
+    assert pr == {'0000:3b:00.0': ('dfl-fme-region.0', ['region1']),
+                  '0000:5e:00.0': ('dfl-fme-region.1', ['region3']),
+                  '0000:b1:00.0': ('dfl-fme-region.2', ['region5'])}
+    assert sorted(os.listdir(os.path.join(dfl_tree, 'class',
+                                          'fpga_region'))) == sorted(
+        'region%d' % n for n in range(11))
+    assert sorted(os.listdir(os.path.join(
+        dfl_tree, 'bus', 'platform', 'devices'))) == sorted(
+        ['dfl-fme.%d' % n for n in range(3)]
+        + ['dfl-fme-region.%d' % n for n in range(3)]
+        + ['dfl-port.%d' % n for n in range(1, 8)])
+
+
+def one_entry(directory, prefix):
+    (name,) = [n for n in os.listdir(directory) if n.startswith(prefix)]
+    return os.path.join(directory, name)
+
+
+def test_fpga_dfl_files_are_the_kernels(dfl_tree):
+    region = region_dir(dfl_tree, '0000:5e:00.0', 2)
+    # The card's region has a compat_id the kernel cannot read (ENOENT):
+    # it is there, with nothing in it.
+    assert read(region, 'compat_id') == ''
+    assert os.path.realpath(os.path.join(region, 'device')) == (
+        os.path.realpath(dev(dfl_tree, '0000:5e:00.0')))
+    fme = os.path.join(region, 'dfl-fme.1')
+    assert {k: read(fme, k) for k in (
+        'ports_num', 'bitstream_id', 'bitstream_metadata', 'cache_size',
+        'fabric_version', 'socket_id')} == {
+        'ports_num': '1\n', 'bitstream_id': '0x0\n',
+        'bitstream_metadata': '0x0\n', 'cache_size': '0\n',
+        'fabric_version': '0\n', 'socket_id': '0\n'}
+    pr = os.path.join(fme, 'dfl-fme-region.1', 'fpga_region', 'region3')
+    # fpga-region.c prints the manager's id as two u64: 32 hex digits.
+    assert read(pr, 'compat_id') == PAC_INTERFACE.replace('-', '') + '\n'
+    assert os.path.realpath(os.path.join(pr, 'device')) == os.path.join(
+        fme, 'dfl-fme-region.1')
+    port = os.path.join(region, 'dfl-port.1')
+    assert {k: read(port, *k.split('/')) for k in (
+        'id', 'afu_id', 'power_state', 'ltr', 'ap1_event', 'ap2_event',
+        'errors/errors', 'errors/first_error',
+        'errors/first_malformed_req')} == {
+        'id': '0\n', 'afu_id': NLB3.replace('-', '') + '\n',
+        'power_state': '0x0\n', 'ltr': '0\n', 'ap1_event': '0\n',
+        'ap2_event': '0\n', 'errors/errors': '0x0\n',
+        'errors/first_error': '0x0\n',
+        'errors/first_malformed_req': '0x' + '0' * 32 + '\n'}
+    # DFL ports have no errors/clear: errors are cleared by writing them.
+    assert not os.path.exists(os.path.join(port, 'errors', 'clear'))
+    platform = os.path.realpath(os.path.join(dfl_tree, 'bus', 'platform'))
+    for name, path in (('dfl-port', port), ('dfl-fme', fme),
+                       ('dfl-fme-region',
+                        os.path.join(fme, 'dfl-fme-region.1'))):
+        assert read(path, 'uevent') == (
+            'DRIVER=%s\nMODALIAS=platform:%s\n' % (name, name))
+        assert read(path, 'modalias') == 'platform:%s\n' % name
+        assert os.path.realpath(os.path.join(path, 'subsystem')) == platform
+        assert os.path.realpath(os.path.join(path, 'driver')) == (
+            os.path.join(platform, 'drivers', name))
+        assert os.path.realpath(os.path.join(
+            platform, 'drivers', name, os.path.basename(path))) == path
+        assert os.path.realpath(os.path.join(
+            platform, 'devices', os.path.basename(path))) == path
+
+
+def test_fpga_dfl_pac_port_moves_to_its_vf(dfl_tree):
+    pf_region = region_dir(dfl_tree, '0000:3b:00.0', 0)
+    fme = os.path.join(pf_region, 'dfl-fme.0')
+    assert read(fme, 'bitstream_id') == '0x123456789abcdef\n'
+    # The PF released its port (dfl-port.0) before SR-IOV was enabled.
+    assert not any(n.startswith('dfl-port.')
+                   for n in os.listdir(pf_region))
+    vf_region = region_dir(dfl_tree, '0000:3b:00.1', 7)
+    assert read(vf_region, 'dfl-port.4', 'afu_id') == (
+        NLB0.replace('-', '') + '\n')
+    # The port's errors went with it.
+    assert read(vf_region, 'dfl-port.4', 'errors', 'errors') == '0x10\n'
+    assert os.path.realpath(os.path.join(vf_region, 'device')) == (
+        os.path.realpath(dev(dfl_tree, '0000:3b:00.1')))
+
+
+def test_fpga_ofs_board(dfl_tree):
+    # PF0 keeps its port with SR-IOV on; each VF has a port of its own,
+    # with its AFU; another PF has a port and no FME.
+    pf0 = region_dir(dfl_tree, '0000:b1:00.0', 4)
+    assert read(pf0, 'dfl-port.2', 'afu_id') == (
+        NLB0.replace('-', '') + '\n')
+    afus = [read(region_dir(dfl_tree, address, number),
+                 'dfl-port.%d' % port, 'afu_id').strip()
+            for address, number, port in (('0000:b1:00.5', 8, 5),
+                                          ('0000:b1:00.6', 9, 6),
+                                          ('0000:b1:00.7', 10, 7))]
+    # VF 2 has no AFU id of its own in the profile: the PF's.
+    assert afus == [HE_MEM, HE_HSSI, NLB0.replace('-', '')]
+    pf1 = region_dir(dfl_tree, '0000:b1:00.1', 6)
+    assert sorted(os.listdir(pf1)) == ['compat_id', 'device', 'dfl-port.3',
+                                       'subsystem']
+    assert read(pf1, 'dfl-port.3', 'afu_id') == HE_LB + '\n'
+
+
+def test_fpga_vf_without_the_fpga_driver_has_no_port(tmp_path):
+    profile = dfl_profile()
+    profile['devices'][0]['sriov']['vf_driver'] = 'vfio-pci'
+    root = str(tmp_path / 'sys')
+    hosttree.build_tree(profile, root)
+    assert not os.path.exists(dev(root, '0000:3b:00.1', 'fpga_region'))
+    assert not any(n.startswith('dfl-port.') for n in os.listdir(
+        region_dir(root, '0000:3b:00.0', 0)))
+
+
+def test_fpga_opae_port_errors(tmp_path):
+    root = str(tmp_path / 'sys')
+    hosttree.build_tree({'name': 'opae', 'devices': [
+        fpga_device('0000:3b:00.0', 0x09c4, driver='intel-fpga-pci',
+                    fpga={'layout': 'opae', 'interface_id': PAC_INTERFACE,
+                          'afu_id': NLB0, 'port_errors': 0x2}),
+        fpga_device('0000:5e:00.0', 0x09c4, driver='intel-fpga-pci',
+                    fpga={'layout': 'opae', 'interface_id': PAC_INTERFACE,
+                          'afu_id': NLB0})]}, root)
+    port = dev(root, '0000:3b:00.0', 'fpga', 'intel-fpga-dev.0',
+               'intel-fpga-port.0')
+    assert read(port, 'errors', 'errors') == '0x2\n'
+    # Without port_errors, no error files (older OPAE releases).
+    assert not os.path.exists(dev(root, '0000:5e:00.0', 'fpga',
+                                  'intel-fpga-dev.1', 'intel-fpga-port.1',
+                                  'errors'))
+
+
+def test_fpga_section_normalises_once():
+    once = hosttree.normalise_profile(dfl_profile())
+    assert hosttree.normalise_profile(once) == once
+    ofs = once['devices'][2]['fpga']
+    assert ofs == {'layout': 'dfl', 'role': 'ofs-fme',
+                   'interface_id': PAC_INTERFACE.replace('-', ''),
+                   'afu_id': NLB0.replace('-', ''),
+                   'vf_afu_ids': [HE_MEM, HE_HSSI], 'port_errors': None,
+                   'bitstream_id': None}
+    assert once['devices'][3]['fpga']['interface_id'] is None
+
+
+def _fpga_edit(index, **changes):
+    def edit(devices):
+        devices[index]['fpga'].update(changes)
+    return edit
+
+
+def _drop_interface(devices):
+    del devices[2]['fpga']['interface_id']
+
+
+BAD_FPGA = {
+    'unknown role': (_fpga_edit(1, role='afu'), 'role'),
+    'OFS role on OPAE': (
+        _fpga_edit(2, layout='opae'), 'role ofs-fme needs layout dfl'),
+    'layout of another driver': (
+        _fpga_edit(1, layout='opae'),
+        'layout opae is what driver intel-fpga-pci creates'),
+    'interface id without FME': (
+        _fpga_edit(3, interface_id=PAC_INTERFACE), 'no FME'),
+    'FME without interface id': (_drop_interface, 'interface_id'),
+    'VF AFU ids on a PAC': (_fpga_edit(0, vf_afu_ids=[HE_MEM]),
+                            'vf_afu_ids is for OFS roles'),
+    'more VF AFU ids than VFs': (
+        _fpga_edit(2, vf_afu_ids=[HE_MEM] * 4), 'lists 4 VFs'),
+    'bad VF AFU id': (_fpga_edit(2, vf_afu_ids=['xyz']), 'vf_afu_ids'),
+    'negative port errors': (_fpga_edit(1, port_errors=-1), 'port_errors'),
+}
+
+
+@pytest.mark.parametrize('case', sorted(BAD_FPGA))
+def test_bad_fpga_section_is_rejected(case):
+    edit, reason = BAD_FPGA[case]
+    profile = dfl_profile()
+    edit(profile['devices'])
+    with pytest.raises(hosttree.ProfileError) as info:
+        hosttree.normalise_profile(profile)
+    assert ': fpga' in str(info.value)
+    assert re.search(reason, str(info.value)), str(info.value)
+
+
+def test_fpga_on_an_unbound_function_is_rejected():
+    profile = dfl_profile()
+    del profile['devices'][1]['driver']
+    with pytest.raises(hosttree.ProfileError,
+                       match="0000:5e:00.0: fpga: .*driver is none"):
+        hosttree.normalise_profile(profile)
 
 def test_xilinx_mdev_net_and_qat(small):
     mgmt = dev(small, '0000:d8:00.0')
@@ -466,6 +740,75 @@ def test_xilinx_mdev_net_and_qat(small):
     qat = dev(small, '0000:af:00.0', 'qat')
     assert read(qat, 'cfg_services') == 'sym;asym\n'
     assert read(qat, 'state') == 'up\n'
+
+
+QAT_HOST = {'name': 'qat', 'devices': [
+    # Bound, no qat section: what the kernel's probe leaves.
+    {'address': '0000:6b:00.0', 'vendor': 0x8086, 'device': 0x4940,
+     'class': 0x0b4000, 'driver': '4xxx', 'numa_node': 0},
+    {'address': '0000:70:00.0', 'vendor': 0x8086, 'device': 0x4942,
+     'class': 0x0b4000, 'driver': 'vfio-pci', 'numa_node': 0},
+    {'address': '0000:75:00.0', 'vendor': 0x8086, 'device': 0x4944,
+     'class': 0x0b4000, 'numa_node': 0},
+    {'address': '0000:e8:00.0', 'vendor': 0x8086, 'device': 0x4946,
+     'class': 0x0b4000, 'driver': '420xx', 'numa_node': 1,
+     'qat': {'cfg_services': 'asym;dc', 'auto_reset': True}},
+    {'address': '0000:f2:00.0', 'vendor': 0x8086, 'device': 0x4948,
+     'class': 0x0b4000, 'driver': '6xxx', 'numa_node': 1,
+     'qat': {'cfg_services': 'dc;decomp;sym', 'state': 'down',
+             'pm_idle_enabled': 0}},
+    {'address': '0000:3d:00.0', 'vendor': 0x8086, 'device': 0x37c8,
+     'class': 0x0b4000, 'driver': 'c6xx', 'numa_node': 0},
+    {'address': '0000:3e:00.0', 'vendor': 0x8086, 'device': 0x0435,
+     'class': 0x0b4000, 'driver': 'dh895xcc', 'numa_node': 0},
+    {'address': '0000:3f:00.0', 'vendor': 0x8086, 'device': 0x19e2,
+     'class': 0x0b4000, 'driver': 'c3xxx', 'numa_node': 0},
+]}
+
+
+def test_qat_directory_only_where_the_kernel_makes_one(tmp_path):
+    root = str(tmp_path / 'sys')
+    hosttree.build_tree(QAT_HOST, root)
+    files = {}
+    for address in ('0000:6b:00.0', '0000:e8:00.0', '0000:f2:00.0'):
+        qat = dev(root, address, 'qat')
+        files[address] = {name: read(qat, name)
+                          for name in sorted(os.listdir(qat))}
+    # Documentation/ABI/testing/sysfs-driver-qat, in adf_sysfs.c's formats.
+    assert files == {
+        '0000:6b:00.0': {'auto_reset': 'off\n', 'cfg_services': 'sym;asym\n',
+                         'num_rps': '64\n', 'pm_idle_enabled': '1\n',
+                         'rp2srv': '', 'state': 'up\n'},
+        '0000:e8:00.0': {'auto_reset': 'on\n', 'cfg_services': 'asym;dc\n',
+                         'num_rps': '64\n', 'pm_idle_enabled': '1\n',
+                         'rp2srv': '', 'state': 'up\n'},
+        '0000:f2:00.0': {'auto_reset': 'off\n',
+                         'cfg_services': 'dc;decomp;sym\n',
+                         'num_rps': '64\n', 'pm_idle_enabled': '0\n',
+                         'rp2srv': '', 'state': 'down\n'},
+    }
+    # Not bound to its QAT driver (vfio-pci, none), or a generation whose
+    # driver makes no qat/ (C62x, DH895xCC, C3xxx): no qat/ at all.
+    for address in ('0000:70:00.0', '0000:75:00.0', '0000:3d:00.0',
+                    '0000:3e:00.0', '0000:3f:00.0'):
+        assert os.path.isdir(dev(root, address))
+        assert not os.path.exists(dev(root, address, 'qat')), address
+
+
+def test_netdev_type_and_address_length(tmp_path):
+    root = str(tmp_path / 'sys')
+    hosttree.build_tree(hosttree.profile_path('qat-gen4-host'), root)
+    ipoib = os.path.join(root, 'class', 'net', 'ibp175s0f1')
+    assert read(ipoib, 'type') == '32\n'
+    assert read(ipoib, 'addr_len') == '20\n'
+    assert re.match(r'^00:00:10:49:fe:80(:00){6}:0c:42:a1:03:00'
+                    r'(:[0-9a-f]{2}){3}\n$', read(ipoib, 'address'))
+    root = str(tmp_path / 'crypto')
+    hosttree.build_tree(hosttree.profile_path('crypto-nic-host'), root)
+    ens = os.path.join(root, 'class', 'net', 'ens1f0')
+    assert read(ens, 'type') == '1\n'
+    assert read(ens, 'addr_len') == '6\n'
+    assert re.match(r'^b4:96:91(:[0-9a-f]{2}){3}\n$', read(ens, 'address'))
 
 
 def test_build_is_deterministic_and_relocatable(small, tmp_path):
@@ -656,6 +999,33 @@ BAD_PROFILES = {
         'layout'),
     'duplicate netdev': (
         _set(12, 'net', ['enp95s0f0']), '0000:d9:00.0', 'enp95s0f0'),
+    'qat on a device without qat/': (
+        _set(5, 'qat', {'state': 'up'}), '0000:5e:00.0',
+        'qat: 10de:1eb8 has no qat/ in sysfs'),
+    'qat on a QAT PF its driver does not hold': (
+        _set(9, 'driver', 'vfio-pci'), '0000:af:00.0',
+        'qat/ exists only while the kernel driver 4xxx is bound'),
+    'qat services a 4xxx does not take': (
+        lambda d: d[9]['qat'].update(cfg_services='decomp'),
+        '0000:af:00.0', "cfg_services 'decomp' is not what a 4xxx"),
+    'qat three services on a 4xxx': (
+        lambda d: d[9]['qat'].update(cfg_services='sym;asym;dc'),
+        '0000:af:00.0', 'up to 2'),
+    'qat dcc combined': (
+        lambda d: d[9]['qat'].update(cfg_services='dcc;dc'),
+        '0000:af:00.0', 'dcc alone'),
+    'qat down with VFs': (
+        lambda d: d[9]['qat'].update(state='down'), '0000:af:00.0',
+        'state is down but VFs are enabled'),
+    'qat state': (
+        lambda d: d[9]['qat'].update(state='sleeping'), '0000:af:00.0',
+        "state 'sleeping'"),
+    'qat auto_reset': (
+        lambda d: d[9]['qat'].update(auto_reset='on'), '0000:af:00.0',
+        'auto_reset must be true or false'),
+    'qat unknown key': (
+        lambda d: d[9]['qat'].update(num_rps=32), '0000:af:00.0',
+        'unknown key.*num_rps'),
 }
 
 

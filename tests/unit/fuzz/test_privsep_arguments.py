@@ -44,6 +44,7 @@ from privsep import libvirt as privsep_libvirt
 from privsep import mdev
 from privsep import nova_conf
 from privsep import pci
+from privsep import qat
 from tests import fuzzing
 from tests.unit.privsep import fakesysfs
 from tests.unit.programming import fakes
@@ -55,6 +56,8 @@ TYPE_ID = re.compile(r'[A-Za-z0-9_-]+')
 BITSTREAM = re.compile(r'[A-Za-z0-9_][A-Za-z0-9._+-]*'
                        r'(/[A-Za-z0-9_][A-Za-z0-9._+-]*)*')
 PLACEMENT_NAME = re.compile(r'[A-Z0-9_]{1,255}')
+QAT_SERVICE = r'(asym|sym|dc|decomp|dcc)'
+QAT_SERVICES = re.compile(r'%s(;%s){0,2}' % (QAT_SERVICE, QAT_SERVICE))
 
 #: Characters that make an argument name something else.
 TRICKY = ['\n', '\r', '\0', '/', '..', '../', ' ', '\t', '*', '?', '%s',
@@ -226,6 +229,29 @@ def test_nova_conf_write_device_spec(gpu_tree, tmp_path_factory, data):
 
 
 @pytest.fixture(scope='module')
+def qat_tree(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp('qat') / 'sys')
+    fakesysfs.build(root, 'qat-gen4-host')
+    return {'root': root, 'addresses': sorted(os.listdir(
+        os.path.join(root, 'bus', 'pci', 'devices')))}
+
+
+@fuzzing.settings(150)
+@given(data=st.data())
+def test_qat_set_services(qat_tree, data):
+    root = qat_tree['root']
+    address = data.draw(near(qat_tree['addresses'] + ['0000:f7:00.0'] * 8),
+                        label='address')
+    services = data.draw(near(['sym;asym', 'dc', 'decomp', 'asym;sym;dc',
+                               'dcc']), label='services')
+    outcome('qat.set_services',
+            lambda: qat._set_services(root, address, services),
+            lambda: valid(ADDRESS, address), exists(root, address),
+            lambda: valid(QAT_SERVICES, services),
+            refusal=checked_first(address))
+
+
+@pytest.fixture(scope='module')
 def fpga_host(tmp_path_factory):
     top = tmp_path_factory.mktemp('fpga')
     root = str(top / 'sys')
@@ -306,7 +332,7 @@ def test_libvirt_entrypoints(data):
             lambda: valid(UUID, server), untouched=lambda: not conn.used)
 
 
-def test_valid_arguments_go_through(gpu_tree, fpga_host, tmp_path,
+def test_valid_arguments_go_through(gpu_tree, fpga_host, qat_tree, tmp_path,
                                     monkeypatch):
     """The checks above can fail: valid calls are not refused."""
     root = gpu_tree['root']
@@ -335,6 +361,9 @@ def test_valid_arguments_go_through(gpu_tree, fpga_host, tmp_path,
                               run=run),
         lambda: privsep_libvirt._check_domain(NoLibvirt(), server),
         lambda: privsep_libvirt._attach_hostdev(NoLibvirt(), server, pf),
+        # The 6xxx of qat-gen4-host that is down.
+        lambda: qat._set_services(qat_tree['root'], '0000:f7:00.0',
+                                  'sym;dc'),
     ]
     for n, call in enumerate(calls):
         assert outcome('valid call', call) == 'accepted', n

@@ -141,7 +141,7 @@ def test_entrypoints_take_no_paths_or_commands():
     names = {name for name, _, _ in found}
     assert {'privsep.pci.bind_vfio', 'privsep.pci.unbind',
             'privsep.pci.set_num_vfs', 'privsep.mdev.create',
-            'privsep.mdev.remove',
+            'privsep.mdev.remove', 'privsep.qat.set_services',
             'privsep.nova_conf.write_device_spec'} <= names
     for name, _, func in found:
         params = inspect.signature(func).parameters
@@ -158,6 +158,7 @@ def test_entrypoints_take_no_paths_or_commands():
     ('privsep.pci.set_num_vfs', '_set_num_vfs'),
     ('privsep.mdev.create', '_create'),
     ('privsep.mdev.remove', '_remove'),
+    ('privsep.qat.set_services', '_set_services'),
     ('privsep.nova_conf.write_device_spec', '_write_device_spec'),
 ])
 def test_each_entrypoint_has_a_testable_inner_function(name, inner):

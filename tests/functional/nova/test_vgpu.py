@@ -1,0 +1,288 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""vGPU servers: mdev types and NVIDIA's vendor-specific VFIO VFs.
+
+The real LibvirtDriver on Nova's fakelibvirt, its sysfs writes made by a
+real privsep daemon (started from the virtualenv's ``privsep-helper`` with
+a config naming the host's tree), the kernel's answer to them played by
+:class:`tests.vgpu_kernel.VgpuKernel`. Every XML Nova defines is captured
+and its ``<hostdev>`` elements compared with what Placement allocated.
+"""
+
+import os
+import sys
+from xml.etree import ElementTree as ET
+
+import fixtures
+from nova import context as nova_context
+from nova import objects
+from oslo_privsep import daemon as privsep_daemon
+
+from cyborg_drivers import vgpu
+from cyborg_nova import assignments
+from cyborg_nova import state
+from cyborg_nova import vgpus
+import privsep
+from tests.functional.nova import base
+from tests.functional.nova.moves import capture_xmls
+from tests import vgpu_kernel
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+HELPER = os.path.join(os.path.dirname(sys.executable), 'privsep-helper')
+# Before Nova's harness replaces it with a channel that refuses to start
+# any helper: these tests start a real one on purpose.
+REAL_CHANNEL = privsep_daemon.RootwrapClientChannel
+T4 = '0000:b0:00.0'
+T4_1B = 'CUSTOM_NVIDIA_1EB8_VGPU_NVIDIA_222_GRID_T4_1B'
+H200 = '0000:41:00.0'
+H200_1414 = 'CUSTOM_NVIDIA_2335_VGPU_1414_NVIDIA_H200X_1_18C'
+RTX = '0000:c1:00.0'
+
+
+def devices(xml):
+    """(kind, what, managed) of each ``<hostdev>`` of a domain XML."""
+    found = []
+    for dev in ET.fromstring(xml).iter('hostdev'):
+        addr = dev.find('source/address')
+        if dev.get('type') == 'mdev':
+            found.append(('mdev', addr.get('uuid'), dev.get('model')))
+        else:
+            found.append(('pci', '%04x:%02x:%02x.%x' % tuple(
+                int(addr.get(k), 16)
+                for k in ('domain', 'bus', 'slot', 'function')),
+                dev.get('managed')))
+    return found
+
+
+class VgpuTestCase(base.LibvirtAcceleratorTestCase):
+
+    host = 'gpu1'
+    profile = None
+
+    def setUp(self):
+        super().setUp()
+        self.xmls = capture_xmls(self)
+
+    def start_host(self, **gpu_options):
+        self.flags(group='cyborg_nvidia_gpu', **gpu_options)
+        root = self.build_host(self.host, self.profile)
+        self.start_privsep(root)
+        self.configure_host(self.host)
+        self.start_compute(hostname=self.host)
+        self.compute = self.computes[self.host]
+        self.kernel = vgpu_kernel.VgpuKernel(root, vgpus.PrivsepOps())
+        self.compute.driver._vgpu_ops = self.kernel
+        self.root = root
+        return self.accelerator_providers(self.host)
+
+    def start_privsep(self, root):
+        """A real sysfs_admin daemon whose own config names ``root``."""
+        conf = os.path.join(self.workdir, 'privsep.conf')
+        with open(conf, 'w') as f:
+            f.write('[cyborg_nova_privsep]\nsysfs_root = %s\n' % root)
+            if os.geteuid() != 0:
+                f.write('[%s]\ncapabilities =\n'
+                        % privsep.sysfs_admin.cfg_section)
+        # The daemon's stderr goes to a file: oslo.privsep reads the
+        # helper's stderr in a thread whose read, with os not patched by
+        # Nova's harness, would hold every greenthread until it logs.
+        log = os.path.join(self.workdir, 'privsep.log')
+        self.flags(helper_command="env PYTHONPATH=%s bash -c 'exec \"$0\" "
+                   "\"$@\" 2>>%s' %s --config-file %s"
+                   % (TOP, log, HELPER, conf),
+                   group=privsep.sysfs_admin.cfg_section)
+        self.useFixture(fixtures.MonkeyPatch(
+            'oslo_privsep.daemon.RootwrapClientChannel', REAL_CHANNEL))
+        self.addCleanup(privsep.sysfs_admin.stop)
+
+    def store(self):
+        return assignments.Assignments(state.StateStore(
+            os.path.join(self.workdir, self.host, 'state.sqlite')))
+
+    def read(self, *parts):
+        with open(os.path.join(self.root, 'bus', 'pci', 'devices',
+                               *parts)) as f:
+            return f.read().strip()
+
+
+class TestMdevVgpu(VgpuTestCase):
+
+    profile = 'mdev-vf-host'
+
+    def test_spawn_reboot_and_delete_of_an_mdev_vgpu_server(self):
+        rps = self.start_host(enabled_vgpu_types=['nvidia-222'])
+        t4 = rps[T4]['uuid']
+        flavor = self.flavor({'resources:VGPU': '1',
+                              'trait:%s' % T4_1B: 'required'})
+        server = self._create_server(flavor_id=flavor, networks='none')
+        self.assertEqual({t4: {'VGPU': 1}}, self.server_allocations(server))
+        mdev = vgpu.mdev_uuid(T4, 'nvidia-222', 0)
+        # The mdev of the allocated type, created through the daemon on
+        # the allocated parent, is the guest's one vGPU.
+        self.assertEqual([('mdev', mdev, 'vfio-pci')],
+                         devices(self.xmls[-1]))
+        self.assertEqual([('devices/pci0000:af/0000:af:00.0/0000:b0:00.0/'
+                           'mdev_supported_types/nvidia-222/create', mdev)],
+                         [(p.split('/', 1)[1], v)
+                          for p, v in self.kernel.writes])
+        self.assertEqual((T4, 'nvidia-222'),
+                         vgpu.mdev_parent(self.root, mdev))
+        self.assertEqual({t4: [mdev]},
+                         self.store().of_consumer(server['id']))
+
+        # Hard reboot: the same mdev, once (Nova hands the old
+        # definition's mdevs back in), nothing created.
+        self._reboot_server(server, hard=True)
+        self.assertEqual([('mdev', mdev, 'vfio-pci')],
+                         devices(self.xmls[-1]))
+        self.assertEqual(1, len(self.kernel.writes))
+
+        # The host rebooted: its mdevs are gone; resuming the guest makes
+        # it again under the name the guest has.
+        self.kernel.reboot()
+        self.assertIsNone(vgpu.mdev_parent(self.root, mdev))
+        ctxt = nova_context.get_admin_context()
+        instance = objects.Instance.get_by_uuid(ctxt, server['id'])
+        self.compute.driver.resume_state_on_host_boot(ctxt, instance, [],
+                                                      None)
+        self.assertEqual([('mdev', mdev, 'vfio-pci')],
+                         devices(self.xmls[-1]))
+        self.assertEqual((T4, 'nvidia-222'),
+                         vgpu.mdev_parent(self.root, mdev))
+
+        # A second server gets another mdev, never the same one.
+        other = self._create_server(flavor_id=flavor, networks='none')
+        second = vgpu.mdev_uuid(T4, 'nvidia-222', 1)
+        self.assertEqual([('mdev', second, 'vfio-pci')],
+                         devices(self.xmls[-1]))
+
+        # Deleting the server removes its mdev (the daemon wrote 1 to its
+        # remove) and frees its unit.
+        del self.kernel.writes[:]
+        self._delete_server(server)
+        self.assertEqual([('%s/remove' % mdev, '1')],
+                         [(p.rsplit('/', 2)[1] + '/remove', v)
+                          for p, v in self.kernel.writes])
+        self.assertIsNone(vgpu.mdev_parent(self.root, mdev))
+        self.assertEqual({}, self.store().of_consumer(server['id']))
+        self.assertEqual((T4, 'nvidia-222'),
+                         vgpu.mdev_parent(self.root, second))
+        self._delete_server(other)
+        self.assertIsNone(vgpu.mdev_parent(self.root, second))
+        # The adopted mdev of the profile was never touched.
+        self.assertEqual(
+            (T4, 'nvidia-222'),
+            vgpu.mdev_parent(self.root,
+                             '8f6b3a52-0a55-4c9e-9d0f-5c1e6f2f6a10'))
+
+    def test_mdev_on_a_vf(self):
+        rps = self.start_host(enabled_vgpu_types=['nvidia-474'])
+        flavor = self.flavor({
+            'resources:VGPU': '2',
+            'trait:CUSTOM_NVIDIA_20F1_VGPU_NVIDIA_474_GRID_A100_10C':
+                'required'})
+        server = self._create_server(flavor_id=flavor, networks='none')
+        a100 = rps['0000:3b:00.0']['uuid']
+        self.assertEqual({a100: {'VGPU': 2}}, self.server_allocations(server))
+        # One mdev on each of the first two VFs.
+        expected = [vgpu.mdev_uuid('0000:3b:00.%d' % f, 'nvidia-474', 0)
+                    for f in (4, 5)]
+        self.assertEqual(sorted(expected),
+                         sorted(u for _, u, _ in devices(self.xmls[-1])))
+        self.assertEqual(['0000:3b:00.4', '0000:3b:00.5'],
+                         sorted(vgpu.mdev_parent(self.root, m)[0]
+                                for m in expected))
+        self._delete_server(server)
+        self.assertEqual([None, None], [vgpu.mdev_parent(self.root, m)
+                                        for m in expected])
+
+
+class TestVendorVfioVgpu(VgpuTestCase):
+
+    profile = 'vgpu-vfio-host'
+
+    def test_spawn_and_delete_of_vendor_vfio_vgpu_servers(self):
+        rps = self.start_host(vfio_vgpu_types=['%s=1414' % H200])
+        h200 = rps[H200]['uuid']
+        self.assertEqual(8, self._get_provider_inventory(h200)['VGPU'][
+            'total'])
+        flavor = self.flavor({'resources:VGPU': '1',
+                              'trait:%s' % H200_1414: 'required'})
+        first = self._create_server(flavor_id=flavor, networks='none')
+        # VF 0 held 1414 when the compute started: it is given as it is,
+        # unmanaged (it keeps NVIDIA's driver, its VFIO driver).
+        self.assertEqual([('pci', '0000:41:00.4', 'no')],
+                         devices(self.xmls[-1]))
+        self.assertEqual([], self.kernel.writes)
+
+        second = self._create_server(flavor_id=flavor, networks='none')
+        self.assertEqual([('pci', '0000:41:00.5', 'no')],
+                         devices(self.xmls[-1]))
+        # The daemon wrote the type to the free VF.
+        self.assertEqual(['1414'], [v for _, v in self.kernel.writes])
+        self.assertEqual('1414', self.read('0000:41:00.5', 'nvidia',
+                                           'current_vgpu_type'))
+        self.assertEqual({h200: ['0000:41:00.5']},
+                         self.store().of_consumer(second['id']))
+
+        # Deleting a server clears its VF's type once the VF is free.
+        self._delete_server(second)
+        self.assertEqual('0', self.read('0000:41:00.5', 'nvidia',
+                                        'current_vgpu_type'))
+        self.assertEqual('1414', self.read('0000:41:00.4', 'nvidia',
+                                           'current_vgpu_type'))
+        self._delete_server(first)
+        self.assertEqual('0', self.read('0000:41:00.4', 'nvidia',
+                                        'current_vgpu_type'))
+        self.assertEqual({}, self.store().of_consumer(first['id']))
+
+    def test_types_are_told_apart_by_their_traits(self):
+        rps = self.start_host(vfio_vgpu_types=['%s=1520' % RTX])
+        traits = self._get_provider_traits(rps[RTX]['uuid'])
+        self.assertIn('CUSTOM_NVIDIA_2BB5_VGPU_1520_NVIDIA_RTX_PRO_6000_'
+                      'BLACKWELL_DC_1_3Q', traits)
+        # A flavor for another type of the same GPU finds no host.
+        other = self.flavor({
+            'resources:VGPU': '1',
+            'trait:CUSTOM_NVIDIA_2BB5_VGPU_1536_NVIDIA_RTX_PRO_6000_'
+            'BLACKWELL_DC_2_48C': 'required'})
+        server = self._create_server(flavor_id=other, networks='none',
+                                     expected_state='ERROR')
+        self.assertIn('No valid host', server['fault']['message'])
+        self.assertEqual([], self.kernel.writes)
+
+    def test_a_type_the_vf_cannot_create_fails_the_build_cleanly(self):
+        rps = self.start_host(vfio_vgpu_types=['%s=1414' % H200])
+        h200 = rps[H200]['uuid']
+        flavor = self.flavor({'resources:VGPU': '2',
+                              'trait:%s' % H200_1414: 'required'})
+        # Between the last report and the build the second VF stopped
+        # offering the type (its capacity went to another use).
+        path = os.path.join(self.root, 'bus', 'pci', 'devices',
+                            '0000:41:00.5', 'nvidia', 'creatable_vgpu_types')
+        with open(path, 'w') as f:
+            f.write('ID    : vGPU Name\n1428  : NVIDIA H200X-141C\n')
+        server = self._create_server(flavor_id=flavor, networks='none',
+                                     expected_state='ERROR')
+        # Refused by the daemon, nothing written; the build failed and
+        # gave back its allocation and its units.
+        self.assertEqual('0', self.read('0000:41:00.5', 'nvidia',
+                                        'current_vgpu_type'))
+        self.assertEqual([], self.kernel.writes)
+        self.assertEqual({}, self.server_allocations(server))
+        self.assertEqual({}, self.store().of_consumer(server['id']))
+        self.assertIn('cannot be created on VF 0000:41:00.5',
+                      self.stdlog.logger.output)
+        self.assertEqual(8, self._get_provider_inventory(h200)['VGPU'][
+            'total'])

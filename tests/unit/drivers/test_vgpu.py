@@ -1,0 +1,231 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""NVIDIA vGPUs: vendor-specific VFIO VFs and mdev types, on ABI trees."""
+
+import os
+
+from oslo_config import cfg
+import pytest
+
+from cyborg_drivers import base
+from cyborg_drivers import discovery
+from cyborg_drivers import loader
+from cyborg_drivers import vgpu
+from cyborg_drivers.drivers import nvidia_gpu
+
+H200 = '0000:41:00.0'
+H200_VFS = ['0000:41:00.%d' % f for f in range(4, 8)] + [
+    '0000:41:01.%d' % f for f in range(4)]
+RTX = '0000:c1:00.0'
+H100 = '0000:c2:00.0'
+A100 = '0000:3b:00.0'
+T4 = '0000:b0:00.0'
+T4_ADOPTED = '8f6b3a52-0a55-4c9e-9d0f-5c1e6f2f6a10'
+
+
+def discover(root, conf_text=''):
+    conf = cfg.ConfigOpts()
+    path = os.path.join(os.path.dirname(root), 'test.conf')
+    with open(path, 'w') as f:
+        f.write('[cyborg_nvidia_gpu]\n' + conf_text)
+    conf(['--config-file=%s' % path])
+    return discovery.Discoverer(loader.load(conf, ['nvidia_gpu']),
+                                root).discover()
+
+
+def vf_file(root, vf, name):
+    return os.path.join(root, 'bus', 'pci', 'devices', vf, 'nvidia', name)
+
+
+def write(path, text):
+    with open(path, 'w') as f:
+        f.write(text)
+
+
+def test_vfio_gpus_without_a_type_are_held_back_with_advice(host_tree):
+    found = discover(host_tree('vgpu-vfio-host')).by_address()
+    h200 = found[H200]
+    assert (h200.resource_class, h200.total, h200.setup_required) == (
+        'VGPU', 8, True)
+    assert list(h200.units) == H200_VFS
+    assert h200.problems == (
+        'VFs with NVIDIA vendor-specific VFIO vGPU and no type for this '
+        'GPU: set [cyborg_nvidia_gpu] vfio_vgpu_types = 0000:41:00.0=<type '
+        'id> (creatable: 1414 (NVIDIA H200X-1-18C), 1428 (NVIDIA '
+        'H200X-141C)); VFs already hold 1414',)
+    assert found[RTX].setup_required and found[RTX].total == 4
+    # SR-IOV off: the whole GPU.
+    assert (found[H100].resource_class, found[H100].total) == ('PGPU', 1)
+
+
+def test_vfio_type_by_address_and_by_product(host_tree):
+    found = discover(host_tree('vgpu-vfio-host'),
+                     'vfio_vgpu_types = 0000:41:00.0=1414, 10de:2bb5=1520\n'
+                     ).by_address()
+    h200 = found[H200]
+    # VF 0 held 1414 when the compute started: adopted, not reset; the
+    # other seven can create it.
+    assert (h200.resource_class, h200.total, h200.setup_required,
+            h200.problems) == ('VGPU', 8, False, ())
+    assert list(h200.units) == H200_VFS
+    assert h200.traits == ('CUSTOM_NVIDIA_2335',
+                           'CUSTOM_NVIDIA_2335_VGPU_1414_NVIDIA_H200X_1_18C')
+    assert h200.numa_node == 0
+    assert dict(h200.capabilities) == {'vgpu_type': '1414',
+                                       'vgpu_framework': 'vfio'}
+    rtx = found[RTX]
+    assert (rtx.total, rtx.numa_node) == (4, 1)
+    assert rtx.traits == (
+        'CUSTOM_NVIDIA_2BB5',
+        'CUSTOM_NVIDIA_2BB5_VGPU_1520_NVIDIA_RTX_PRO_6000_BLACKWELL_DC_1_3Q')
+
+
+def test_an_address_wins_over_a_product(host_tree):
+    found = discover(host_tree('vgpu-vfio-host'),
+                     'vfio_vgpu_types = 10de:2335=1428,0000:41:00.0=1414\n'
+                     ).by_address()
+    assert dict(found[H200].capabilities)['vgpu_type'] == '1414'
+
+
+def test_distinct_types_get_distinct_traits(host_tree):
+    root = host_tree('vgpu-vfio-host')
+    traits = set()
+    for type_id in (1519, 1520, 1536):
+        rtx = discover(root, 'vfio_vgpu_types = %s=%d\n' % (RTX, type_id)
+                       ).by_address()[RTX]
+        assert not rtx.setup_required
+        traits.update(t for t in rtx.traits if '_VGPU_' in t)
+    assert traits == {
+        'CUSTOM_NVIDIA_2BB5_VGPU_1519_NVIDIA_RTX_PRO_6000_BLACKWELL_DC_3Q',
+        'CUSTOM_NVIDIA_2BB5_VGPU_1520_NVIDIA_RTX_PRO_6000_BLACKWELL_DC_1_3Q',
+        'CUSTOM_NVIDIA_2BB5_VGPU_1536_NVIDIA_RTX_PRO_6000_BLACKWELL_DC_2_48C'}
+    # Upstream Cyborg's second-word rule would have named all three the
+    # same; it is kept only for two-word names.
+    assert vgpu.cyborg_type_trait('2bb5', 'NVIDIA RTX Pro 6000 Blackwell '
+                                  'DC-1-3Q') is None
+    assert vgpu.cyborg_type_trait('1eb8', 'GRID T4-2B') == (
+        'CUSTOM_NVIDIA_1EB8_T4_2B')
+
+
+def test_a_vf_holding_another_type_is_left_out(host_tree):
+    h200 = discover(host_tree('vgpu-vfio-host'),
+                    'vfio_vgpu_types = 0000:41:00.0=1428\n').by_address()[H200]
+    assert list(h200.units) == H200_VFS[1:]
+    assert h200.problems == (
+        'VF 0000:41:00.4 holds vGPU type 1414, not 1428: left out (a type '
+        'this project did not set is never reset)',)
+
+
+def test_a_type_no_vf_can_create_holds_the_gpu_back(host_tree):
+    h200 = discover(host_tree('vgpu-vfio-host'),
+                    'vfio_vgpu_types = 0000:41:00.0=777\n').by_address()[H200]
+    assert h200.setup_required and h200.total == 8
+    assert h200.problems == (
+        'vGPU type 777 (from [cyborg_nvidia_gpu] vfio_vgpu_types) cannot be '
+        'created on any VF of 0000:41:00.0 (creatable: 1414 (NVIDIA '
+        'H200X-1-18C), 1428 (NVIDIA H200X-141C))',)
+
+
+@pytest.mark.parametrize('entry', [
+    'abc', '0000:41:00.0=', '0000:41:00.0=x', '0000:41:00.0=0',
+    '0000:41:00.0=4294967296', '41:00.0=1414', '10de=1414',
+    '0000:41:00.0:1414'])
+def test_malformed_vfio_types_are_refused_naming_the_option(host_tree,
+                                                            entry):
+    result = discover(host_tree('vgpu-vfio-host'),
+                      'vfio_vgpu_types = %s\n' % entry)
+    assert result.accelerators == ()
+    assert result.driver_errors['nvidia_gpu'].startswith(
+        '[cyborg_nvidia_gpu] vfio_vgpu_types: %r is not <PF address or '
+        '10de:<device id>>=<type id>' % entry)
+    with pytest.raises(base.DriverError):
+        nvidia_gpu.parse_vfio_types([entry], 'cyborg_nvidia_gpu')
+
+
+def test_the_type_name_outlives_a_full_gpu(host_tree):
+    root = host_tree('vgpu-vfio-host')
+    conf = cfg.ConfigOpts()
+    conf([])
+    driver = loader.load(conf, ['nvidia_gpu'])
+    conf.set_override('vfio_vgpu_types', ['%s=1414' % H200],
+                      'cyborg_nvidia_gpu')
+    first = discovery.Discoverer(driver, root).discover().by_address()[H200]
+    # Every VF now holds the type: no creatable list names it any more.
+    for vf in H200_VFS:
+        write(vf_file(root, vf, vgpu.CURRENT), '1414\n')
+        write(vf_file(root, vf, vgpu.CREATABLE), 'ID    : vGPU Name\n')
+    again = discovery.Discoverer(driver, root).discover().by_address()[H200]
+    assert again.traits == first.traits and again.total == 8
+    # A driver that never saw the name says why the trait is missing.
+    fresh = discover(root, 'vfio_vgpu_types = %s=1414\n' % H200
+                     ).by_address()[H200]
+    assert fresh.traits == ('CUSTOM_NVIDIA_2335',)
+    assert 'its name is in no VF' in fresh.problems[0]
+
+
+def test_unreadable_current_type_is_reported(host_tree):
+    root = host_tree('vgpu-vfio-host')
+    write(vf_file(root, H200_VFS[3], vgpu.CURRENT), 'garbage\n')
+    h200 = discover(root, 'vfio_vgpu_types = %s=1414\n' % H200
+                    ).by_address()[H200]
+    assert H200_VFS[3] not in h200.units and h200.total == 7
+    assert h200.problems == ('VF 0000:41:00.7: unreadable '
+                             'nvidia/current_vgpu_type',)
+
+
+@pytest.mark.parametrize('text, expected', [
+    ('ID    : vGPU Name\n1414  : NVIDIA H200X-1-18C\n'
+     '1428  : NVIDIA H200X-141C\n',
+     {1414: 'NVIDIA H200X-1-18C', 1428: 'NVIDIA H200X-141C'}),
+    ('ID  : VGPU Name\n694 : NVIDIA A16-2Q\n', {694: 'NVIDIA A16-2Q'}),
+    ('', {}), (None, {}), ('0 : none\nx : y\n', {})])
+def test_parse_creatable(text, expected):
+    assert vgpu.parse_creatable(text) == expected
+
+
+def test_mdev_types_on_vfs(host_tree):
+    root = host_tree('mdev-vf-host')
+    a100 = discover(root, 'enabled_vgpu_types = nvidia-474\n'
+                    ).by_address()[A100]
+    vfs = ['0000:3b:00.%d' % f for f in range(4, 8)]
+    assert (a100.resource_class, a100.total, a100.numa_node) == (
+        'VGPU', 4, 0)
+    # One mdev per VF: each unit's parent is its VF.
+    assert [u.parent for u in a100.mdev_units] == vfs
+    assert list(a100.units) == [vgpu.mdev_uuid(vf, 'nvidia-474', 0)
+                                for vf in vfs]
+    assert a100.traits == ('CUSTOM_NVIDIA_20F1_A100_10C',
+                           'CUSTOM_NVIDIA_20F1_VGPU_NVIDIA_474_GRID_A100_10C')
+
+
+def test_existing_mdevs_are_adopted(host_tree):
+    root = host_tree('mdev-vf-host')
+    t4 = discover(root, 'enabled_vgpu_types = nvidia-222\n').by_address()[T4]
+    # 15 more can be created, one exists: 16 units, the existing one kept
+    # under its own name.
+    assert (t4.total, t4.numa_node, t4.iommu_group) == (16, 1, 90)
+    assert T4_ADOPTED in t4.units
+    assert [u.exists for u in t4.mdev_units].count(True) == 1
+    assert t4.units[:15] == tuple(vgpu.mdev_uuid(T4, 'nvidia-222', i)
+                                  for i in range(15))
+    assert vgpu.mdev_parent(root, T4_ADOPTED) == (T4, 'nvidia-222')
+    assert vgpu.mdev_parent(root, t4.units[0]) is None
+
+
+def test_mdev_unit_names_are_stable_as_mdevs_come_and_go():
+    before = vgpu.mdev_units(T4, 'nvidia-222', [], 3)
+    first = before[0].uuid
+    # The first one was created: the kernel shows it, one fewer free.
+    after = vgpu.mdev_units(T4, 'nvidia-222', [first], 2)
+    assert [u.uuid for u in after] == [u.uuid for u in before]
+    assert [u.exists for u in after] == [True, False, False]

@@ -39,6 +39,9 @@ class VgpuKernel:
         self.ops = ops
         self.writes = []
         self._creatable = {}
+        #: Called with (vf, type_id) before a type is written, to play
+        #: what changes on the host in between.
+        self.before_set = None
 
     def _dev(self, address: str) -> str:
         return os.path.realpath(os.path.join(self.root, 'bus', 'pci',
@@ -106,6 +109,8 @@ class VgpuKernel:
         return os.path.join(self._dev(vf), vgpu.VFIO_DIR, name)
 
     def set_vgpu_type(self, vf: str, type_id: int) -> None:
+        if self.before_set is not None:
+            self.before_set(vf, type_id)
         self.ops.set_vgpu_type(vf, type_id)
         self._record(self._vf_file(vf, vgpu.CURRENT))
         creatable = self._vf_file(vf, vgpu.CREATABLE)

@@ -94,14 +94,16 @@ class VgpuTestCase(base.LibvirtAcceleratorTestCase):
             if os.geteuid() != 0:
                 f.write('[%s]\ncapabilities =\n'
                         % privsep.sysfs_admin.cfg_section)
-        # The daemon's stderr goes to a file: oslo.privsep reads the
-        # helper's stderr in a thread whose read, with os not patched by
-        # Nova's harness, would hold every greenthread until it logs.
-        log = os.path.join(self.workdir, 'privsep.log')
-        self.flags(helper_command="env PYTHONPATH=%s bash -c 'exec \"$0\" "
-                   "\"$@\" 2>>%s' %s --config-file %s"
-                   % (TOP, log, HELPER, conf),
+        self.flags(helper_command='env PYTHONPATH=%s %s --config-file %s'
+                   % (TOP, HELPER, conf),
                    group=privsep.sysfs_admin.cfg_section)
+        # The helper's stderr goes to a file: oslo.privsep reads it in a
+        # thread whose blocking read, in this harness's eventlet, would
+        # hold every greenthread until the daemon writes a line.
+        log = open(os.path.join(self.workdir, 'privsep.log'), 'ab')
+        self.addCleanup(log.close)
+        self.useFixture(fixtures.MonkeyPatch(
+            'oslo_privsep.daemon._fd_logger', lambda *args, **kw: log))
         self.useFixture(fixtures.MonkeyPatch(
             'oslo_privsep.daemon.RootwrapClientChannel', REAL_CHANNEL))
         self.addCleanup(privsep.sysfs_admin.stop)
@@ -126,7 +128,7 @@ class TestMdevVgpu(VgpuTestCase):
         flavor = self.flavor({'resources:VGPU': '1',
                               'trait:%s' % T4_1B: 'required'})
         server = self._create_server(flavor_id=flavor, networks='none')
-        self.assertEqual({t4: {'VGPU': 1}}, self.server_allocations(server))
+        self.assertEqual({'VGPU': 1}, self.server_allocations(server)[t4])
         mdev = vgpu.mdev_uuid(T4, 'nvidia-222', 0)
         # The mdev of the allocated type, created through the daemon on
         # the allocated parent, is the guest's one vGPU.
@@ -134,8 +136,7 @@ class TestMdevVgpu(VgpuTestCase):
                          devices(self.xmls[-1]))
         self.assertEqual([('devices/pci0000:af/0000:af:00.0/0000:b0:00.0/'
                            'mdev_supported_types/nvidia-222/create', mdev)],
-                         [(p.split('/', 1)[1], v)
-                          for p, v in self.kernel.writes])
+                         self.kernel.writes)
         self.assertEqual((T4, 'nvidia-222'),
                          vgpu.mdev_parent(self.root, mdev))
         self.assertEqual({t4: [mdev]},
@@ -150,10 +151,15 @@ class TestMdevVgpu(VgpuTestCase):
 
         # The host rebooted: its mdevs are gone; resuming the guest makes
         # it again under the name the guest has.
-        self.kernel.reboot()
-        self.assertIsNone(vgpu.mdev_parent(self.root, mdev))
+        # The mdev made before the compute started is a unit, never
+        # given first and never touched.
+        self.assertEqual((T4, 'nvidia-222'), vgpu.mdev_parent(
+            self.root, '8f6b3a52-0a55-4c9e-9d0f-5c1e6f2f6a10'))
         ctxt = nova_context.get_admin_context()
         instance = objects.Instance.get_by_uuid(ctxt, server['id'])
+        self.compute.driver._host.get_guest(instance)._domain.destroy()
+        self.kernel.reboot()
+        self.assertIsNone(vgpu.mdev_parent(self.root, mdev))
         self.compute.driver.resume_state_on_host_boot(ctxt, instance, [],
                                                       None)
         self.assertEqual([('mdev', mdev, 'vfio-pci')],
@@ -180,11 +186,6 @@ class TestMdevVgpu(VgpuTestCase):
                          vgpu.mdev_parent(self.root, second))
         self._delete_server(other)
         self.assertIsNone(vgpu.mdev_parent(self.root, second))
-        # The adopted mdev of the profile was never touched.
-        self.assertEqual(
-            (T4, 'nvidia-222'),
-            vgpu.mdev_parent(self.root,
-                             '8f6b3a52-0a55-4c9e-9d0f-5c1e6f2f6a10'))
 
     def test_mdev_on_a_vf(self):
         rps = self.start_host(enabled_vgpu_types=['nvidia-474'])
@@ -194,7 +195,7 @@ class TestMdevVgpu(VgpuTestCase):
                 'required'})
         server = self._create_server(flavor_id=flavor, networks='none')
         a100 = rps['0000:3b:00.0']['uuid']
-        self.assertEqual({a100: {'VGPU': 2}}, self.server_allocations(server))
+        self.assertEqual({'VGPU': 2}, self.server_allocations(server)[a100])
         # One mdev on each of the first two VFs.
         expected = [vgpu.mdev_uuid('0000:3b:00.%d' % f, 'nvidia-474', 0)
                     for f in (4, 5)]
@@ -265,24 +266,31 @@ class TestVendorVfioVgpu(VgpuTestCase):
     def test_a_type_the_vf_cannot_create_fails_the_build_cleanly(self):
         rps = self.start_host(vfio_vgpu_types=['%s=1414' % H200])
         h200 = rps[H200]['uuid']
-        flavor = self.flavor({'resources:VGPU': '2',
+        flavor = self.flavor({'resources:VGPU': '1',
                               'trait:%s' % H200_1414: 'required'})
-        # Between the last report and the build the second VF stopped
-        # offering the type (its capacity went to another use).
+        first = self._create_server(flavor_id=flavor, networks='none')
         path = os.path.join(self.root, 'bus', 'pci', 'devices',
                             '0000:41:00.5', 'nvidia', 'creatable_vgpu_types')
-        with open(path, 'w') as f:
-            f.write('ID    : vGPU Name\n1428  : NVIDIA H200X-141C\n')
+
+        def capacity_gone(vf, type_id):
+            # Between the build's read and its write the VF stopped
+            # offering the type (its capacity went to another use).
+            with open(path, 'w') as f:
+                f.write('ID    : vGPU Name\n1428  : NVIDIA H200X-141C\n')
+        self.kernel.before_set = capacity_gone
         server = self._create_server(flavor_id=flavor, networks='none',
                                      expected_state='ERROR')
         # Refused by the daemon, nothing written; the build failed and
-        # gave back its allocation and its units.
+        # gave back its allocation and its unit.
         self.assertEqual('0', self.read('0000:41:00.5', 'nvidia',
                                         'current_vgpu_type'))
         self.assertEqual([], self.kernel.writes)
         self.assertEqual({}, self.server_allocations(server))
         self.assertEqual({}, self.store().of_consumer(server['id']))
-        self.assertIn('cannot be created on VF 0000:41:00.5',
-                      self.stdlog.logger.output)
-        self.assertEqual(8, self._get_provider_inventory(h200)['VGPU'][
-            'total'])
+        self.assertIn('vGPU type 1414 cannot be created on VF 0000:41:00.5 '
+                      'now (creatable: 1428)', self.stdlog.logger.output)
+        # The first server kept its VF and its type.
+        self.assertEqual({h200: ['0000:41:00.4']},
+                         self.store().of_consumer(first['id']))
+        self.assertEqual('1414', self.read('0000:41:00.4', 'nvidia',
+                                           'current_vgpu_type'))

@@ -67,11 +67,12 @@ class Release:
 
 
 def hostdev_addresses(domain: str | ElementTree.Element) -> list[str]:
-    """PCI addresses of the ``<hostdev type='pci'>`` of a domain XML.
+    """The units a domain XML holds: PCI hostdevs and mdev hostdevs.
 
     :param domain: the XML, as text or parsed.
-    :returns: addresses in the form discovery and the unit rows use
-        (``0000:70:00.1``), so they compare as strings.
+    :returns: PCI addresses in the form discovery and the unit rows use
+        (``0000:70:00.1``), then mdev uuids (lowercase), so they compare
+        as strings.
     """
     # The local libvirtd's own description of a domain, not a user's
     # input; and the expat Python ships refuses entity-expansion bombs.
@@ -89,6 +90,12 @@ def hostdev_addresses(domain: str | ElementTree.Element) -> list[str]:
         address = '%04x:%02x:%02x.%x' % (domain, bus, slot, function)
         if address not in found:
             found.append(address)
+    # A vGPU that is a mediated device: its unit is the mdev's uuid.
+    for source in root.iterfind(
+            "./devices/hostdev[@type='mdev']/source/address"):
+        mdev = (source.get('uuid') or '').lower()
+        if mdev and mdev not in found:
+            found.append(mdev)
     return found
 
 

@@ -23,8 +23,8 @@ goes, the type's ``available_instances`` follows, and a vendor-VFIO VF's
 import os
 import shutil
 
-from cyborg_drivers import vgpu
 from cyborg_drivers.fake import hosttree
+from cyborg_drivers import vgpu
 
 
 class VgpuKernel:

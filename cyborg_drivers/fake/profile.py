@@ -437,8 +437,11 @@ def _mdev_devices(raw: Any, where: str) -> list[str]:
 
 
 def _iommu_group(raw: dict, where: str) -> int | str | None:
-    """A group number, ``'none'`` (no IOMMU: no link) or None (one of
-    its own, numbered by the builder)."""
+    """The IOMMU group of a device: a number, ``'none'`` or None.
+
+    ``'none'``: no IOMMU, so no ``iommu_group`` link; None: a group of
+    its own, numbered by the builder.
+    """
     if raw.get('iommu_group') == 'none':
         return 'none'
     return _int(raw, 'iommu_group', where, 0, 0xffffff, None)
@@ -470,8 +473,8 @@ def _nvidia_vgpu(raw: Any, where: str) -> dict | None:
                            % where)
     for index, type_id in current.items():
         index = _int({'VF index': index}, 'VF index', where, 0, 0xffff)
-        result['current'][index] = _int({'type': type_id}, 'type', where,
-                                         0, _VGPU_TYPE_MAX)
+        result['current'][index] = _int({'type': type_id}, 'type',
+                                        where, 0, _VGPU_TYPE_MAX)
     return result
 
 
@@ -615,6 +618,7 @@ def _normalise(raw: Any) -> dict:
     for dev in devices:
         _check_parent(dev, by_address)
     _check_vfs(devices, by_address)
+    _check_vgpus(devices)
     ifnames = {}
     for dev in devices:
         for ifname in dev['net'] or ():
@@ -652,6 +656,41 @@ def _check_parent(dev: dict, by_address: dict) -> None:
                                % (where, parent['address']))
         seen.add(parent['address'])
         child = parent
+
+
+def _check_vgpus(devices: list) -> None:
+    """Mediated devices unique on the host; vendor-VFIO state on VFs."""
+    seen = {}
+    for dev in devices:
+        where = 'device %s' % dev['address']
+        sections = [dev['mdev_types'] or {}]
+        if dev['sriov']:
+            sections.append(dev['sriov']['vf_mdev_types'] or {})
+        for types in sections:
+            for type_id, attrs in types.items():
+                for mdev in attrs['devices']:
+                    if mdev in seen:
+                        raise ProfileError(
+                            '%s: mdev_types: %s: mediated device %s is also '
+                            'on %s (an mdev uuid is unique on a host)'
+                            % (where, type_id, mdev, seen[mdev]))
+                    seen[mdev] = dev['address']
+        if sections[1:] and any(t['devices'] for t in sections[1].values()):
+            raise ProfileError('%s: sriov: vf_mdev_types cannot list '
+                               'devices (every VF would hold the same '
+                               'uuids)' % where)
+        vgpu = dev['nvidia_vgpu']
+        if vgpu is None:
+            continue
+        numvfs = dev['sriov']['numvfs'] if dev['sriov'] else 0
+        if not dev['sriov']:
+            raise ProfileError('%s: nvidia_vgpu needs sriov: only VFs carry '
+                               'nvidia/current_vgpu_type' % where)
+        for index in vgpu['current']:
+            if index >= numvfs:
+                raise ProfileError('%s: nvidia_vgpu: current: VF %d does not '
+                                   'exist (numvfs %d)'
+                                   % (where, index, numvfs))
 
 
 def _check_vfs(devices: list, by_address: dict) -> None:

@@ -123,8 +123,9 @@ def check_attachable(store: state_store.StateStore, nodename: str,
             'accelerator %s is %s%s; only a ready device is attached'
             % (address, row.state, ' (%s)' % why if why else ''))
     if dict(accelerator.capabilities).get('vgpu_type'):
-        raise AttachError('accelerator %s offers vGPU (mdev) units, which '
-                          'this release cannot attach' % address)
+        raise AttachError('accelerator %s offers vGPU units, which are '
+                          'given at spawn only (a flavor with '
+                          'resources:VGPU), never hot-plugged' % address)
     if count < 1 or count > len(accelerator.units):
         raise AttachError('accelerator %s has %d unit(s); cannot attach %d'
                           % (address, len(accelerator.units), count))

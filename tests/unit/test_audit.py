@@ -251,6 +251,14 @@ def test_fix_leaves_other_kinds_alone_saying_why(kind):
      "</hostdev></devices></domain>",
      ['10000:3b:1f.7']),
     ('<domain><devices/></domain>', []),
+    # An mdev vGPU: its uuid is the unit.
+    ("<domain><devices><hostdev mode='subsystem' type='mdev' "
+     "model='vfio-pci'><source><address "
+     "uuid='4FA21547-f028-504a-8d22-0e4311df4930'/></source></hostdev>"
+     "<hostdev type='pci' managed='no'><source><address domain='0x0000' "
+     "bus='0x41' slot='0x00' function='0x5'/></source></hostdev>"
+     "</devices></domain>",
+     ['0000:41:00.5', '4fa21547-f028-504a-8d22-0e4311df4930']),
 ])
 def test_hostdev_addresses(xml, expected):
     assert audit.hostdev_addresses(xml) == expected

@@ -239,7 +239,7 @@ def test_a_vf_without_its_pf_is_a_problem_not_a_card(host_tree, device):
     assert fpga_regions.find_card(root, '0000:00:05.0') is None
 
 
-# -- the shipped OFS host -------------------------------------------------------
+# -- the shipped OFS host ----------------------------------------------------
 
 def test_ofs_fpga_host(host_tree):
     # With the default drivers: nothing but the Intel FPGAs is found.
@@ -329,7 +329,7 @@ def test_ofs_port_errors_are_health(host_tree):
                                  'errors 0x1')
 
 
-# -- the documentation ----------------------------------------------------------
+# -- the documentation -------------------------------------------------------
 
 def fpga_doc_rows():
     with open(os.path.join(REPO, 'doc', 'source', 'admin',

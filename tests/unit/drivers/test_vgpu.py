@@ -19,9 +19,9 @@ import pytest
 
 from cyborg_drivers import base
 from cyborg_drivers import discovery
+from cyborg_drivers.drivers import nvidia_gpu
 from cyborg_drivers import loader
 from cyborg_drivers import vgpu
-from cyborg_drivers.drivers import nvidia_gpu
 
 H200 = '0000:41:00.0'
 H200_VFS = ['0000:41:00.%d' % f for f in range(4, 8)] + [

@@ -707,6 +707,7 @@ def test_fpga_on_an_unbound_function_is_rejected():
                        match="0000:5e:00.0: fpga: .*driver is none"):
         hosttree.normalise_profile(profile)
 
+
 def test_xilinx_mdev_net_and_qat(small):
     mgmt = dev(small, '0000:d8:00.0')
     assert read(mgmt, 'interface_uuids') == (
@@ -955,7 +956,34 @@ def _set_sriov(key, value):
     return edit
 
 
+_MDEV = '8f6b3a52-0a55-4c9e-9d0f-5c1e6f2f6a10'
+
+
+def _mdev_twice(devices):
+    for attrs in devices[5]['mdev_types'].values():
+        attrs['devices'] = [_MDEV]
+
+
+def _vgpu_on(index, current):
+    def edit(devices):
+        devices[index]['nvidia_vgpu'] = {'types': {1414: 'NVIDIA H200X-1-18C'},
+                                         'current': current}
+    return edit
+
+
 BAD_PROFILES = {
+    'mdev uuid twice': (
+        _mdev_twice, _MDEV, 'is also on 0000:5e:00.0'),
+    'mdev uuid not a uuid': (
+        _set(5, 'mdev_types', {'nvidia-222': {
+            'name': 'GRID T4-1B', 'available_instances': 1,
+            'devices': ['not-a-uuid']}}), 'not-a-uuid', 'not a uuid'),
+    'nvidia_vgpu without sriov': (
+        _vgpu_on(5, {}), '0000:5e:00.0', 'needs sriov'),
+    'nvidia_vgpu current on a missing VF': (
+        _vgpu_on(9, {64: 1414}), '0000:af:00.0', 'VF 64 does not exist'),
+    'nvidia_vgpu type id not a number': (
+        _vgpu_on(9, {0: 'x'}), '0000:af:00.0', 'not a number'),
     'duplicate address': (
         lambda d: d.append(dict(d[5])), '0000:5e:00.0',
         'duplicate address'),

@@ -158,7 +158,7 @@ class GuestAcceleratorsMixin:
             fails and is rescheduled); otherwise log it.
         :raises nova.exception.ComputeResourcesUnavailable: with
             ``strict``: no free unit, the device cannot be read or is
-            gone, or it offers vGPU units this release cannot attach.
+            gone, or a vGPU unit cannot be made (:mod:`vgpus`).
         """
         ours = self._our_providers()
         store = self._assignments()

@@ -441,10 +441,21 @@ def hosts(draw):
             device['address'] = '0000:%02x:00.%s' % (
                 bus, function['address'].rpartition('.')[2])
             if draw(st.booleans()):
-                device['driver'] = draw(st.sampled_from(
+                driver = draw(st.sampled_from(
                     [None, 'vfio-pci', 'pci-stub', device.get('driver')]))
+                if driver != device.get('driver'):
+                    # What a driver shows in sysfs goes with it: an FPGA's
+                    # regions, a QAT's qat/ (profiles refuse them else).
+                    device.pop('fpga', None)
+                    device.pop('qat', None)
+                device['driver'] = driver
                 if device['driver'] is None:
                     del device['driver']
+            if chosen[:n].count(index):
+                # The same card again: its existing mdevs cannot have
+                # the same uuids twice on one host.
+                for attrs in (device.get('mdev_types') or {}).values():
+                    attrs.pop('devices', None)
             device['numa_node'] = draw(st.integers(-1, 3))
             sriov = device.get('sriov')
             if sriov:

@@ -181,17 +181,8 @@ def update_vfs(conf: cfg.ConfigOpts, store: state_store.StateStore,
                 '%d VFs is out of range for %s: 0 to %d (sriov_totalvfs); '
                 'nothing was changed' % (num_vfs, accelerator.address,
                                          accelerator.sriov.total_vfs))
-        uuid = providers.provider_uuid(nodename, accelerator.address)
-        consumers = allocations_for(uuid)
-        if consumers is None:
-            raise LifecycleError(
-                'cannot read the allocations of %s from Placement; nothing '
-                'was changed' % accelerator.address)
-        if consumers:
-            raise LifecycleError(
-                '%s is in use by instance(s) %s: changing its VF count '
-                'would remove their VFs; nothing was changed'
-                % (accelerator.address, ', '.join(sorted(consumers))))
+        _refuse_in_use(nodename, accelerator, allocations_for,
+                       'changing its VF count would remove their VFs')
     # A device first seen here starts as nova-compute would start it.
     rows = store.sync(nodename, targets, initial_state(conf))
     done = []
@@ -265,17 +256,8 @@ def update_services(conf: cfg.ConfigOpts, store: state_store.StateStore,
     for accelerator in targets:
         wanted[accelerator.address] = _qat_services_checked(
             root, accelerator, services)
-        uuid = providers.provider_uuid(nodename, accelerator.address)
-        consumers = allocations_for(uuid)
-        if consumers is None:
-            raise LifecycleError(
-                'cannot read the allocations of %s from Placement; nothing '
-                'was changed' % accelerator.address)
-        if consumers:
-            raise LifecycleError(
-                '%s is in use by instance(s) %s: its services cannot change '
-                'under them; nothing was changed'
-                % (accelerator.address, ', '.join(sorted(consumers))))
+        _refuse_in_use(nodename, accelerator, allocations_for,
+                       'its services cannot change under them')
     # The privsep daemon's errors; imported here, as the CLI's other
     # commands need none of privsep.
     import privsep
@@ -350,3 +332,22 @@ def _qat_services_checked(root: str, accelerator, services: str) -> str:
 def _qat_product(accelerator) -> intel_qat.Product:
     """The QAT product an intel_qat accelerator is."""
     return intel_qat.PRODUCTS[int(accelerator.product_id, 16)]
+
+
+def _refuse_in_use(nodename: str, accelerator, allocations_for,
+                   why: str) -> None:
+    """Refuse a change to a device Placement has allocated (or cannot say).
+
+    :raises LifecycleError: the allocations cannot be read, or some
+        instance holds the device; ``why`` says what the change would do.
+    """
+    uuid = providers.provider_uuid(nodename, accelerator.address)
+    consumers = allocations_for(uuid)
+    if consumers is None:
+        raise LifecycleError(
+            'cannot read the allocations of %s from Placement; nothing '
+            'was changed' % accelerator.address)
+    if consumers:
+        raise LifecycleError(
+            '%s is in use by instance(s) %s: %s; nothing was changed'
+            % (accelerator.address, ', '.join(sorted(consumers)), why))

@@ -91,7 +91,7 @@ def resource_class(cell):
     return re.match(r'``([A-Z_]+)``', cell).group(1)
 
 
-# -- what is claimed -----------------------------------------------------------
+# -- what is claimed ---------------------------------------------------------
 
 def test_the_claim_is_by_vendor_and_class():
     text = section('gpu')
@@ -117,7 +117,7 @@ def test_any_device_id_of_those_classes_is_claimed(host_tree):
     assert {a.product_id for a in result.accelerators} == {'fff0', 'fff1'}
 
 
-# -- what is reported ----------------------------------------------------------
+# -- what is reported --------------------------------------------------------
 
 # Every configuration of the shipped GPUs the section's two tables name,
 # plus a type no VF can create (which holds the GPU back).
@@ -240,7 +240,7 @@ def test_the_examples_are_what_discovery_reports(host_tree):
             assert not acc.problems or acc.setup_required, cells
 
 
-# -- the page ------------------------------------------------------------------
+# -- the page ----------------------------------------------------------------
 
 def headings(text):
     """(label, heading) of each labelled section of the page."""

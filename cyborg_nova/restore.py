@@ -20,7 +20,11 @@ here, before Nova resumes its guests. A PF that cannot get its count back
 is fenced (state ``failed``, with the reason) so that Placement hands out
 nothing of it until the operator has looked.
 
-Mediated devices (vGPUs) need nothing here: this release creates none.
+Mediated devices (vGPUs) and the vGPU types of NVIDIA's vendor-VFIO VFs
+need nothing here: the host loses them at a reboot, and nova-compute
+makes them again (an mdev under the uuid the guest has) when the guest
+is resumed at host boot or hard rebooted
+(:meth:`cyborg_nova.virt.guest.GuestAcceleratorsMixin._hard_reboot`).
 """
 
 from __future__ import annotations

@@ -173,6 +173,16 @@ def type_trait(product_id: str, type_id: str | int, name: str) -> str:
                         name)
 
 
+def type_id_trait(product_id: str, type_id: int) -> str:
+    """``CUSTOM_NVIDIA_<PID>_VGPU_<TYPE ID>``: a vendor-VFIO type by id.
+
+    Always reported for such a GPU's type, even when no sysfs file names
+    the type any more (every VF holds it): NVIDIA's type ids are distinct
+    per type, so this trait alone tells types apart.
+    """
+    return names.custom('NVIDIA', product_id.upper(), 'VGPU', str(type_id))
+
+
 def cyborg_type_trait(product_id: str, name: str) -> str | None:
     """Upstream Cyborg's trait of an mdev type, where it is unambiguous.
 

@@ -47,8 +47,10 @@ class NvidiaGpuDriver(base.AcceleratorDriver):
       ``CUSTOM_NVIDIA_1EB8_T4_2B``);
     - VFs with NVIDIA's vendor-specific VFIO files (vGPU 17+) and a type
       in ``vfio_vgpu_types`` for the GPU: ``VGPU`` whose units are the VFs
-      that hold or can hold that type, traits ``CUSTOM_NVIDIA_<PID>`` and
-      ``CUSTOM_NVIDIA_<PID>_VGPU_<TYPE ID>_<NAME>``;
+      that hold or can hold that type, traits ``CUSTOM_NVIDIA_<PID>``,
+      ``CUSTOM_NVIDIA_<PID>_VGPU_<TYPE ID>`` and, once a VF's creatable
+      list has shown the type's name, ``CUSTOM_NVIDIA_<PID>_VGPU_<TYPE
+      ID>_<NAME>``;
     - SR-IOV enabled and no type enabled: ``VGPU`` whose units are the VFs,
       traits ``CUSTOM_NVIDIA_<PID>`` and ``CUSTOM_VF``, with
       ``setup_required`` and a problem naming the option to set: a VF
@@ -224,27 +226,30 @@ Related options:
                 text += '; VFs already hold %s' % ', '.join(map(str, held))
             return self._held_back(snapshot, function, sriov, vfs, text,
                                    ((FRAMEWORK, VFIO),))
-        units, problems = [], []
+        units = []
         for vf, state in states.items():
+            # A VF that is not a unit is recorded against the VF, not the
+            # GPU: its other VFs stay usable.
             if state.current is None:
-                problems.append('VF %s: unreadable %s/%s' % (
-                    vf, vgpu.VFIO_DIR, vgpu.CURRENT))
+                snapshot.problem(vf, 'VF of %s left out: unreadable %s/%s'
+                                 % (function.address, vgpu.VFIO_DIR,
+                                    vgpu.CURRENT))
             elif state.current == wanted or (
                     state.current == 0 and wanted in state.creatable):
                 units.append(vf)
             elif state.current:
-                problems.append(
-                    'VF %s holds vGPU type %d, not %d: left out (a type '
-                    'this project did not set is never reset)'
-                    % (vf, state.current, wanted))
+                snapshot.problem(
+                    vf, 'VF of %s left out: it holds vGPU type %d, not %d '
+                    '(a type this project did not set is never reset)'
+                    % (function.address, state.current, wanted))
+        # The id alone is always known; the name only while some VF's
+        # creatable list (or an earlier cycle) showed it: a GPU whose
+        # every VF already holds the type lists it nowhere.
+        traits = [names.custom('NVIDIA', pid), vgpu.type_id_trait(pid,
+                                                                  wanted)]
         name = self._type_names.get((pid, wanted))
-        traits = [names.custom('NVIDIA', pid)]
         if name is not None:
             traits.append(vgpu.type_trait(pid, wanted, name))
-        elif units:
-            problems.append('vGPU type %d: its name is in no VF\'s %s '
-                            'now, so its trait is not reported until a '
-                            'VF is free' % (wanted, vgpu.CREATABLE))
         capabilities = (('vgpu_type', str(wanted)), (FRAMEWORK, VFIO))
         if not units:
             return self._held_back(
@@ -262,8 +267,7 @@ Related options:
             total=len(units),
             units=tuple(units),
             sriov=sriov,
-            capabilities=capabilities,
-            problems=tuple(problems))
+            capabilities=capabilities)
 
 
 def parse_vfio_types(entries: list[str], group: str) -> dict[str, int]:

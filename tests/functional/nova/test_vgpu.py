@@ -46,7 +46,8 @@ REAL_CHANNEL = privsep_daemon.RootwrapClientChannel
 T4 = '0000:b0:00.0'
 T4_1B = 'CUSTOM_NVIDIA_1EB8_VGPU_NVIDIA_222_GRID_T4_1B'
 H200 = '0000:41:00.0'
-H200_1414 = 'CUSTOM_NVIDIA_2335_VGPU_1414_NVIDIA_H200X_1_18C'
+# The id trait: reported whether or not some VF still names the type.
+H200_1414 = 'CUSTOM_NVIDIA_2335_VGPU_1414'
 RTX = '0000:c1:00.0'
 
 
@@ -74,9 +75,10 @@ class VgpuTestCase(base.LibvirtAcceleratorTestCase):
         super().setUp()
         self.xmls = capture_xmls(self)
 
-    def start_host(self, **gpu_options):
+    def start_host(self, root=None, **gpu_options):
         self.flags(group='cyborg_nvidia_gpu', **gpu_options)
-        root = self.build_host(self.host, self.profile)
+        if root is None:
+            root = self.build_host(self.host, self.profile)
         self.start_privsep(root)
         self.configure_host(self.host)
         self.start_compute(hostname=self.host)
@@ -251,6 +253,7 @@ class TestVendorVfioVgpu(VgpuTestCase):
     def test_types_are_told_apart_by_their_traits(self):
         rps = self.start_host(vfio_vgpu_types=['%s=1520' % RTX])
         traits = self._get_provider_traits(rps[RTX]['uuid'])
+        self.assertIn('CUSTOM_NVIDIA_2BB5_VGPU_1520', traits)
         self.assertIn('CUSTOM_NVIDIA_2BB5_VGPU_1520_NVIDIA_RTX_PRO_6000_'
                       'BLACKWELL_DC_1_3Q', traits)
         # A flavor for another type of the same GPU finds no host.
@@ -258,6 +261,10 @@ class TestVendorVfioVgpu(VgpuTestCase):
             'resources:VGPU': '1',
             'trait:CUSTOM_NVIDIA_2BB5_VGPU_1536_NVIDIA_RTX_PRO_6000_'
             'BLACKWELL_DC_2_48C': 'required'})
+        self._create_server(flavor_id=other, networks='none',
+                            expected_state='ERROR')
+        other = self.flavor({'resources:VGPU': '1',
+                             'trait:CUSTOM_NVIDIA_2BB5_VGPU_1536': 'required'})
         server = self._create_server(flavor_id=other, networks='none',
                                      expected_state='ERROR')
         self.assertIn('No valid host', server['fault']['message'])
@@ -294,3 +301,33 @@ class TestVendorVfioVgpu(VgpuTestCase):
                          self.store().of_consumer(first['id']))
         self.assertEqual('1414', self.read('0000:41:00.4', 'nvidia',
                                            'current_vgpu_type'))
+
+    def test_a_gpu_whose_every_vf_holds_the_type(self):
+        # As NVIDIA's vGPU device manager leaves a GPU: every VF made a
+        # vGPU beforehand, so no creatable list names the type any more.
+        root = self.build_host(self.host, self.profile)
+        for n in range(8):
+            vf = '0000:41:%02x.%d' % ((4 + n) // 8, (4 + n) % 8)
+            nvidia = os.path.join(root, 'bus', 'pci', 'devices', vf,
+                                  'nvidia')
+            with open(os.path.join(nvidia, 'current_vgpu_type'), 'w') as f:
+                f.write('1414\n')
+            with open(os.path.join(nvidia, 'creatable_vgpu_types'),
+                      'w') as f:
+                f.write('ID    : vGPU Name\n')
+        rps = self.start_host(vfio_vgpu_types=['%s=1414' % H200],
+                              root=root)
+        h200 = rps[H200]['uuid']
+        self.assertIn(H200_1414, self._get_provider_traits(h200))
+        inventory = self._get_provider_inventory(h200)['VGPU']
+        self.assertEqual((8, 0), (inventory['total'], inventory['reserved']))
+        flavor = self.flavor({'resources:VGPU': '1',
+                              'trait:%s' % H200_1414: 'required'})
+        server = self._create_server(flavor_id=flavor, networks='none')
+        # Adopted as they are: nothing written.
+        self.assertEqual([('pci', '0000:41:00.4', 'no')],
+                         devices(self.xmls[-1]))
+        self.assertEqual([], self.kernel.writes)
+        self._delete_server(server)
+        self.assertEqual('0', self.read('0000:41:00.4', 'nvidia',
+                                        'current_vgpu_type'))

@@ -79,6 +79,7 @@ def test_vfio_type_by_address_and_by_product(host_tree):
             h200.problems) == ('VGPU', 8, False, ())
     assert list(h200.units) == H200_VFS
     assert h200.traits == ('CUSTOM_NVIDIA_2335',
+                           'CUSTOM_NVIDIA_2335_VGPU_1414',
                            'CUSTOM_NVIDIA_2335_VGPU_1414_NVIDIA_H200X_1_18C')
     assert h200.numa_node == 0
     assert dict(h200.capabilities) == {'vgpu_type': '1414',
@@ -86,7 +87,7 @@ def test_vfio_type_by_address_and_by_product(host_tree):
     rtx = found[RTX]
     assert (rtx.total, rtx.numa_node) == (4, 1)
     assert rtx.traits == (
-        'CUSTOM_NVIDIA_2BB5',
+        'CUSTOM_NVIDIA_2BB5', 'CUSTOM_NVIDIA_2BB5_VGPU_1520',
         'CUSTOM_NVIDIA_2BB5_VGPU_1520_NVIDIA_RTX_PRO_6000_BLACKWELL_DC_1_3Q')
 
 
@@ -106,6 +107,8 @@ def test_distinct_types_get_distinct_traits(host_tree):
         assert not rtx.setup_required
         traits.update(t for t in rtx.traits if '_VGPU_' in t)
     assert traits == {
+        'CUSTOM_NVIDIA_2BB5_VGPU_1519', 'CUSTOM_NVIDIA_2BB5_VGPU_1520',
+        'CUSTOM_NVIDIA_2BB5_VGPU_1536',
         'CUSTOM_NVIDIA_2BB5_VGPU_1519_NVIDIA_RTX_PRO_6000_BLACKWELL_DC_3Q',
         'CUSTOM_NVIDIA_2BB5_VGPU_1520_NVIDIA_RTX_PRO_6000_BLACKWELL_DC_1_3Q',
         'CUSTOM_NVIDIA_2BB5_VGPU_1536_NVIDIA_RTX_PRO_6000_BLACKWELL_DC_2_48C'}
@@ -118,12 +121,16 @@ def test_distinct_types_get_distinct_traits(host_tree):
 
 
 def test_a_vf_holding_another_type_is_left_out(host_tree):
-    h200 = discover(host_tree('vgpu-vfio-host'),
-                    'vfio_vgpu_types = 0000:41:00.0=1428\n').by_address()[H200]
+    result = discover(host_tree('vgpu-vfio-host'),
+                      'vfio_vgpu_types = 0000:41:00.0=1428\n')
+    h200 = result.by_address()[H200]
     assert list(h200.units) == H200_VFS[1:]
-    assert h200.problems == (
-        'VF 0000:41:00.4 holds vGPU type 1414, not 1428: left out (a type '
-        'this project did not set is never reset)',)
+    # Said of the VF; the GPU's other VFs stay usable (no problem on
+    # the GPU would fence them all).
+    assert h200.problems == () and not h200.setup_required
+    assert result.problems['0000:41:00.4'] == (
+        'VF of 0000:41:00.0 left out: it holds vGPU type 1414, not 1428 (a '
+        'type this project did not set is never reset)')
 
 
 def test_a_type_no_vf_can_create_holds_the_gpu_back(host_tree):
@@ -166,21 +173,24 @@ def test_the_type_name_outlives_a_full_gpu(host_tree):
         write(vf_file(root, vf, vgpu.CREATABLE), 'ID    : vGPU Name\n')
     again = discovery.Discoverer(driver, root).discover().by_address()[H200]
     assert again.traits == first.traits and again.total == 8
-    # A driver that never saw the name says why the trait is missing.
+    # A driver that never saw the name still reports the type by id, and
+    # the GPU stays usable.
     fresh = discover(root, 'vfio_vgpu_types = %s=1414\n' % H200
                      ).by_address()[H200]
-    assert fresh.traits == ('CUSTOM_NVIDIA_2335',)
-    assert 'its name is in no VF' in fresh.problems[0]
+    assert fresh.traits == ('CUSTOM_NVIDIA_2335',
+                            'CUSTOM_NVIDIA_2335_VGPU_1414')
+    assert (fresh.total, fresh.problems, fresh.setup_required) == (8, (),
+                                                                   False)
 
 
 def test_unreadable_current_type_is_reported(host_tree):
     root = host_tree('vgpu-vfio-host')
     write(vf_file(root, H200_VFS[3], vgpu.CURRENT), 'garbage\n')
-    h200 = discover(root, 'vfio_vgpu_types = %s=1414\n' % H200
-                    ).by_address()[H200]
+    result = discover(root, 'vfio_vgpu_types = %s=1414\n' % H200)
+    h200 = result.by_address()[H200]
     assert H200_VFS[3] not in h200.units and h200.total == 7
-    assert h200.problems == ('VF 0000:41:00.7: unreadable '
-                             'nvidia/current_vgpu_type',)
+    assert result.problems[H200_VFS[3]] == (
+        'VF of 0000:41:00.0 left out: unreadable nvidia/current_vgpu_type')
 
 
 @pytest.mark.parametrize('text, expected', [

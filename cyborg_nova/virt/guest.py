@@ -257,8 +257,13 @@ class GuestAcceleratorsMixin:
     def _unavailable(strict, instance, reason):
         if strict:
             raise exception.ComputeResourcesUnavailable(reason=reason)
-        LOG.error('cyborg-nova: instance %s: %s; its guest is built '
-                  'without that accelerator', instance.uuid, reason)
+        # The guest still gets every unit recorded for it, a vGPU unit
+        # that could not be made included: it does not go without the
+        # accelerator, it gets what is recorded, as it is.
+        LOG.error('cyborg-nova: instance %s: accelerator units could not '
+                  'be given: %s; the guest is defined with the units '
+                  'recorded for it here, as they are', instance.uuid,
+                  reason)
 
     def _reconcile_provider(self, context, rp, links) -> None:
         read_at = time.time()

@@ -302,6 +302,40 @@ class TestVendorVfioVgpu(VgpuTestCase):
         self.assertEqual('1414', self.read('0000:41:00.4', 'nvidia',
                                            'current_vgpu_type'))
 
+    def test_a_unit_not_made_at_hard_reboot_stays_in_the_guest(self):
+        self.start_host(vfio_vgpu_types=['%s=1414' % H200])
+        flavor = self.flavor({'resources:VGPU': '1',
+                              'trait:%s' % H200_1414: 'required'})
+        server = self._create_server(flavor_id=flavor, networks='none')
+        vf = '0000:41:00.4'
+        # The VF lost its type (as across a host reboot) and, between
+        # the reboot's read and its write, its capacity to another use.
+        nvidia = os.path.join(self.root, 'bus', 'pci', 'devices', vf,
+                              'nvidia')
+        with open(os.path.join(nvidia, 'current_vgpu_type'), 'w') as f:
+            f.write('0\n')
+        creatable = os.path.join(nvidia, 'creatable_vgpu_types')
+        with open(creatable, 'w') as f:
+            f.write('ID    : vGPU Name\n1414  : NVIDIA H200X-1-18C\n')
+
+        def capacity_gone(vf, type_id):
+            with open(creatable, 'w') as f:
+                f.write('ID    : vGPU Name\n1428  : NVIDIA H200X-141C\n')
+        self.kernel.before_set = capacity_gone
+        self._reboot_server(server, hard=True)
+        # Logged, and the guest is defined with its recorded unit all
+        # the same: not without it.
+        self.assertIn('cyborg-nova: instance %s: accelerator units could '
+                      'not be given: accelerator %s: vGPU type 1414 on VF '
+                      '%s' % (server['id'], H200, vf),
+                      self.stdlog.logger.output)
+        self.assertIn('the guest is defined with the units recorded for '
+                      'it here, as they are', self.stdlog.logger.output)
+        self.assertEqual([('pci', vf, 'no')], devices(self.xmls[-1]))
+        self.assertEqual([], self.kernel.writes)
+        self.assertEqual({self.accelerator_providers(self.host)[H200][
+            'uuid']: [vf]}, self.store().of_consumer(server['id']))
+
     def test_a_gpu_whose_every_vf_holds_the_type(self):
         # As NVIDIA's vGPU device manager leaves a GPU: every VF made a
         # vGPU beforehand, so no creatable list names the type any more.

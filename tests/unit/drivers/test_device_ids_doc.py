@@ -210,7 +210,8 @@ def test_the_documented_names_are_the_drivers():
     assert documented == {names.RC_PGPU, names.RC_VGPU}
     patterns = {p for cells in case_rows() for p in NAME.findall(cells[2])}
     assert patterns == {
-        'CUSTOM_NVIDIA_<PID>', 'CUSTOM_NVIDIA_<PID>_VGPU_<TYPE ID>_<NAME>',
+        'CUSTOM_NVIDIA_<PID>', 'CUSTOM_NVIDIA_<PID>_VGPU_<TYPE ID>',
+        'CUSTOM_NVIDIA_<PID>_VGPU_<TYPE ID>_<NAME>',
         'CUSTOM_NVIDIA_<PID>_<SECOND WORD>', names.TRAIT_VF}
 
 

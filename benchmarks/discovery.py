@@ -107,8 +107,9 @@ def cloud_host(functions: int) -> dict:
     for g in range(groups):
         numa = g % 2
         devices += [
+            # A C62x has no qat/ directory (only 4xxx and later do).
             _pf(bus, 0x8086, 0x37c8, 0x0b4000, 'c6xx', numa, 16, 0x37c9,
-                'c6xxvf', qat={'cfg_services': 'sym;asym', 'state': 'up'}),
+                'c6xxvf'),
             _pf(bus + 1, 0x8086, 0x1572, 0x020000, 'i40e', numa, 32, 0x154c,
                 'iavf', totalvfs=64, net=['ens%df0' % g]),
             _pf(bus + 2, 0x10de, 0x20b0, 0x030200, 'nvidia', numa, 16,

@@ -144,10 +144,26 @@ def vfio_state(snapshot: sysfs.PciSnapshot, address: str) -> VfioState:
                                                 CREATABLE)))
 
 
+def _current_path(sysfs_root: str, address: str) -> str:
+    return os.path.join(sysfs_root, 'bus', 'pci', 'devices', address,
+                        VFIO_DIR, CURRENT)
+
+
 def is_vendor_vfio(sysfs_root: str, address: str) -> bool:
     """Whether the function at ``address`` is a vendor-VFIO vGPU VF."""
-    return os.path.exists(os.path.join(sysfs_root, 'bus', 'pci', 'devices',
-                                       address, VFIO_DIR, CURRENT))
+    return os.path.exists(_current_path(sysfs_root, address))
+
+
+def held_type(sysfs_root: str, address: str) -> int | None:
+    """The type id a vendor-VFIO VF holds, 0 for none.
+
+    None if ``address`` is no such VF or its type cannot be read.
+    """
+    try:
+        with open(_current_path(sysfs_root, address)) as f:
+            return parse_type_id(f.read())
+    except OSError:
+        return None
 
 
 def mdev_parent(sysfs_root: str, mdev: str) -> tuple[str, str] | None:

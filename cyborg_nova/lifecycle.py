@@ -188,22 +188,10 @@ def update_vfs(conf: cfg.ConfigOpts, store: state_store.StateStore,
     done = []
     for accelerator in targets:
         row = rows[accelerator.address]
-        store.set_state(nodename, accelerator.address, state_store.HELD,
-                        'changing the VF count')
-        try:
-            set_num_vfs(accelerator.address, num_vfs)
-        except ValueError as exc:
-            # Refused before anything was written (privsep's
-            # InvalidArgument is a ValueError): the device is as it was.
-            store.set_state(nodename, accelerator.address, row.state,
-                            row.reason)
-            raise LifecycleError('setting %d VFs on %s refused: %s'
-                                 % (num_vfs, accelerator.address, exc))
-        except Exception as exc:
-            raise LifecycleError(
-                'setting %d VFs on %s failed: %s; the device stays held '
-                '(cyborg-nova device-set-state to release it)'
-                % (num_vfs, accelerator.address, exc))
+        _while_held(store, nodename, accelerator.address, row,
+                    'changing the VF count', 'setting %d VFs' % num_vfs,
+                    lambda: set_num_vfs(accelerator.address, num_vfs),
+                    (ValueError,))
         store.set_vf_count(nodename, accelerator.address, num_vfs)
         store.set_state(nodename, accelerator.address, row.state,
                         row.reason)
@@ -266,23 +254,12 @@ def update_services(conf: cfg.ConfigOpts, store: state_store.StateStore,
     for accelerator in targets:
         before = dict(accelerator.capabilities).get('services', '').lower()
         row = rows[accelerator.address]
-        store.set_state(nodename, accelerator.address, state_store.HELD,
-                        'changing the QAT services')
-        try:
-            written = set_services(accelerator.address,
-                                   wanted[accelerator.address])
-        except (ValueError, privsep.NotPossible) as exc:
-            # Refused before anything was written (privsep's
-            # InvalidArgument is a ValueError): the device is as it was.
-            store.set_state(nodename, accelerator.address, row.state,
-                            row.reason)
-            raise LifecycleError('setting services %s on %s refused: %s'
-                                 % (services, accelerator.address, exc))
-        except Exception as exc:
-            raise LifecycleError(
-                'setting services %s on %s failed: %s; the device stays '
-                'held (cyborg-nova device-set-state to release it)'
-                % (services, accelerator.address, exc))
+        written = _while_held(
+            store, nodename, accelerator.address, row,
+            'changing the QAT services', 'setting services %s' % services,
+            lambda: set_services(accelerator.address,
+                                 wanted[accelerator.address]),
+            (ValueError, privsep.NotPossible))
         store.set_state(nodename, accelerator.address, row.state,
                         row.reason)
         done.append('%s: services %s -> %s; bring it up to use them'
@@ -332,6 +309,30 @@ def _qat_services_checked(root: str, accelerator, services: str) -> str:
 def _qat_product(accelerator) -> intel_qat.Product:
     """The QAT product an intel_qat accelerator is."""
     return intel_qat.PRODUCTS[int(accelerator.product_id, 16)]
+
+
+def _while_held(store, nodename: str, address: str, row, reason: str,
+                what: str, write, refused: tuple):
+    """``write()`` with the device held; what it returned.
+
+    The caller gives the device its state back once done. A refusal
+    (one of ``refused``: nothing was written, privsep's InvalidArgument
+    is a ValueError) gives it back here; any other failure leaves it
+    held, as the device may be half changed.
+
+    :raises LifecycleError: ``write`` was refused or failed; ``what``
+        names the change.
+    """
+    store.set_state(nodename, address, state_store.HELD, reason)
+    try:
+        return write()
+    except refused as exc:
+        store.set_state(nodename, address, row.state, row.reason)
+        raise LifecycleError('%s on %s refused: %s' % (what, address, exc))
+    except Exception as exc:
+        raise LifecycleError(
+            '%s on %s failed: %s; the device stays held (cyborg-nova '
+            'device-set-state to release it)' % (what, address, exc))
 
 
 def _refuse_in_use(nodename: str, accelerator, allocations_for,

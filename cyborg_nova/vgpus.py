@@ -83,11 +83,11 @@ def prepare(sysfs_root: str, accelerator: device_model.Accelerator,
         type_id = int(dict(accelerator.capabilities)['vgpu_type'])
         made = []
         for vf in units:
-            if _held_type(sysfs_root, vf) == type_id:
+            if vgpu.held_type(sysfs_root, vf) == type_id:
                 continue
             _call(ops.set_vgpu_type, 'vGPU type %d on VF %s'
                   % (type_id, vf), vf, type_id)
-            if _held_type(sysfs_root, vf) != type_id:
+            if vgpu.held_type(sysfs_root, vf) != type_id:
                 raise VgpuError('VF %s does not hold vGPU type %d after it '
                                 'was written' % (vf, type_id))
             made.append(vf)
@@ -129,7 +129,7 @@ def retire(sysfs_root: str, units: Iterable[str], ops) -> list[str]:
     for unit in units:
         try:
             if device_model.is_pci_address(unit):
-                held = _held_type(sysfs_root, unit)
+                held = vgpu.held_type(sysfs_root, unit)
                 if held:
                     ops.clear_vgpu_type(unit, held)
                     undone.append(unit)
@@ -144,19 +144,6 @@ def retire(sysfs_root: str, units: Iterable[str], ops) -> list[str]:
     if undone:
         LOG.info('Freed vGPU units undone: %s', ', '.join(undone))
     return undone
-
-
-def _held_type(sysfs_root: str, vf: str) -> int | None:
-    """The type a vendor-VFIO VF holds; None if it is not one."""
-    if not vgpu.is_vendor_vfio(sysfs_root, vf):
-        return None
-    path = '%s/bus/pci/devices/%s/%s/%s' % (sysfs_root, vf, vgpu.VFIO_DIR,
-                                            vgpu.CURRENT)
-    try:
-        with open(path) as f:
-            return vgpu.parse_type_id(f.read())
-    except OSError:
-        return None
 
 
 def _call(fn, what: str, *args) -> None:

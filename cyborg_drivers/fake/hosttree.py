@@ -297,6 +297,9 @@ class _Builder:
                      os.path.join(self.root, 'class')):
             os.makedirs(path)
         groups = self._iommu_groups()
+        # Mediated devices get groups after every function's.
+        self._free_group = max([g for g in groups.values()
+                                if g != 'none'] + [-1]) + 1
         multifunction = self._multifunction_slots()
         for function in self.functions:
             address = function['address']
@@ -593,10 +596,8 @@ class _Builder:
                           self._next_group())
 
     def _next_group(self) -> int:
-        groups = os.path.join(self.root, 'kernel', 'iommu_groups')
-        taken = {int(n) for n in os.listdir(groups) if n.isdigit()}
-        return max(taken | set(self._iommu_groups().values()) - {'none'}
-                   | {-1}) + 1
+        self._free_group += 1
+        return self._free_group - 1
 
     def _nvidia_vgpu(self, vgpu: dict, path: str) -> None:
         """NVIDIA's vendor-specific VFIO files of one VF (vGPU 17+).

@@ -124,31 +124,34 @@ class DriverUpdate(hostargs.HostCommand, command.Command):
             return self._services(conf, parsed_args)
         if parsed_args.num_vfs < 0:
             raise lifecycle.LifecycleError('--num-vfs must be 0 or more')
-        client = hostargs.placement_client(self.app, parsed_args)
 
         def set_num_vfs(address, count):
-            hostargs.start_privsep(conf, 'sysfs_admin')
             from privsep import pci
             return pci.set_num_vfs(address, count)
-        done = lifecycle.update_vfs(
-            conf, hostargs.store(conf), parsed_args.nodename,
-            parsed_args.driver, parsed_args.num_vfs,
-            hostargs.allocations_lookup(client), set_num_vfs,
-            parsed_args.device)
-        for line in done:
-            self.app.stdout.write(line + '\n')
+        self._update(conf, parsed_args, lifecycle.update_vfs,
+                     parsed_args.num_vfs, set_num_vfs)
 
     def _services(self, conf, parsed_args):
-        client = hostargs.placement_client(self.app, parsed_args)
-
         def set_services(address, services):
-            hostargs.start_privsep(conf, 'sysfs_admin')
             from privsep import qat
             return qat.set_services(address, services)
-        done = lifecycle.update_services(
+        self._update(conf, parsed_args, lifecycle.update_services,
+                     parsed_args.qat_services, set_services)
+
+    def _update(self, conf, parsed_args, update, value, privileged):
+        """Run ``update`` with ``privileged`` as its write.
+
+        The privsep daemon is started only once a write is due, so a
+        refusal before it costs no daemon.
+        """
+        client = hostargs.placement_client(self.app, parsed_args)
+
+        def write(address, wanted):
+            hostargs.start_privsep(conf, 'sysfs_admin')
+            return privileged(address, wanted)
+        done = update(
             conf, hostargs.store(conf), parsed_args.nodename,
-            parsed_args.driver, parsed_args.qat_services,
-            hostargs.allocations_lookup(client), set_services,
-            parsed_args.device)
+            parsed_args.driver, value, hostargs.allocations_lookup(client),
+            write, parsed_args.device)
         for line in done:
             self.app.stdout.write(line + '\n')

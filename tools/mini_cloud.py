@@ -202,18 +202,36 @@ class Cloud(object):
 
     def wait_for(self, what, check, timeout=120, proc=None):
         deadline = time.time() + timeout
+        last = None
         while time.time() < deadline:
             if proc is not None and proc.poll() is not None:
-                raise Failure('%s exited (%d); see %s'
-                              % (what, proc.returncode, self.logs))
+                raise Failure('%s exited (%d); see %s%s'
+                              % (what, proc.returncode, self.logs,
+                                 self.log_tail(proc)))
             try:
                 if check():
                     return
-            except (OSError, urllib.error.URLError, ValueError):
-                pass
+            except (OSError, urllib.error.URLError, ValueError) as e:
+                last = e
             time.sleep(0.5)
-        raise Failure('%s not ready after %ds; see %s'
-                      % (what, timeout, self.logs))
+        # A CI run keeps only this process's output, not the work
+        # directory: the service's own last words go with the failure.
+        raise Failure('%s not ready after %ds (last probe: %s); see %s%s'
+                      % (what, timeout, last or 'no error, not ready',
+                         self.logs, self.log_tail(proc)))
+
+    def log_tail(self, proc, lines=25):
+        """The end of ``proc``'s log, for a failure message ('' if none)."""
+        names = [name for name, p in self.procs if p is proc]
+        if not names:
+            return ''
+        path = os.path.join(self.logs, names[0] + '.out')
+        try:
+            with open(path, errors='replace') as f:
+                tail = f.readlines()[-lines:]
+        except OSError:
+            return ''
+        return '\n--- last lines of %s ---\n%s' % (path, ''.join(tail))
 
     def port_open(self, port):
         with socket.socket() as s:
@@ -221,11 +239,19 @@ class Cloud(object):
             return s.connect_ex(('127.0.0.1', port)) == 0
 
     def http_ok(self, url):
+        """True once ``url`` answers below 500.
+
+        A 5xx raises ValueError with what the server said, for
+        ``wait_for`` to report.
+        """
         try:
             with urllib.request.urlopen(url, timeout=5) as resp:
                 return resp.status < 500
         except urllib.error.HTTPError as e:
-            return e.code < 500
+            if e.code < 500:
+                return True
+            raise ValueError('HTTP %d: %s' % (
+                e.code, e.read(300).decode(errors='replace').strip()))
 
     def wsgi(self, name, app, port, threads=1, **env):
         """Serve a WSGI application (``module:callable``) with uWSGI.
@@ -438,8 +464,11 @@ class Cloud(object):
             self.start('nova-scheduler', [self.bin('nova-scheduler'),
                                           '--config-file', self.nova_conf]),
         ]
+        # Loading the API under uWSGI (config, the service record, the
+        # paste pipeline) has taken over 120 s on a loaded 2-core CI host.
         self.wait_for('Nova API', lambda: self.http_ok(
-            'http://127.0.0.1:%d/' % self.port['nova']), proc=procs[0])
+            'http://127.0.0.1:%d/' % self.port['nova']), timeout=300,
+            proc=procs[0])
         return procs
 
     def mark_fake_tree(self, profile, tree):

@@ -103,6 +103,9 @@ class ProviderTreeUpdater:
         self.store = store
         self.allocations_for = allocations_for
         self.auto_ready = auto_ready
+        # The problems last logged per accelerator: said once when they
+        # change, not every cycle.
+        self._problems_logged: dict[str, tuple[str, ...]] = {}
 
     def update(self, provider_tree, nodename: str,
                allocations: dict | None = None) -> None:
@@ -138,6 +141,7 @@ class ProviderTreeUpdater:
                          'provider %s', address, accelerator.driver,
                          accelerator.resource_class, accelerator.total,
                          uuid)
+            self._log_problems(address, accelerator.problems)
             row = states[address]
             wanted = inventory(accelerator, row.state)
             current = provider_tree.data(uuid).inventory
@@ -157,6 +161,17 @@ class ProviderTreeUpdater:
                            states.get(address), allocations)
         self._update_remote(provider_tree, nodename, root_uuid,
                             result.accelerators, allocations)
+
+    def _log_problems(self, address: str, problems: tuple[str, ...]
+                      ) -> None:
+        if self._problems_logged.get(address, ()) == problems:
+            return
+        self._problems_logged[address] = problems
+        if problems:
+            LOG.warning('Accelerator %s is held back (fully reserved): %s',
+                        address, '; '.join(problems))
+        else:
+            LOG.info('Accelerator %s has no problems any more', address)
 
     def _update_remote(self, provider_tree, nodename: str, root_uuid: str,
                        local, allocations: dict | None) -> None:

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from oslo_config import cfg
@@ -21,6 +22,7 @@ from oslo_config import cfg
 from cyborg_drivers import base
 from cyborg_drivers import device as device_model
 from cyborg_drivers import names
+from cyborg_drivers import nova_mdev
 from cyborg_drivers import sysfs
 from cyborg_drivers import vgpu
 
@@ -118,9 +120,18 @@ Related options:
                  ) -> list[device_model.Accelerator]:
         wanted = parse_vfio_types(self.options.vfio_vgpu_types,
                                   self.group_name())
+        nova = nova_mdev.read(self.conf)
         found = []
         for function in self.physical_functions(snapshot):
-            found.append(self._gpu(snapshot, function, wanted))
+            gpu = self._gpu(snapshot, function, wanted)
+            problem = _nova_problem(snapshot, nova, gpu)
+            if problem:
+                # Held back (a problem fully reserves the provider), but
+                # still reported with its units, so that a guest already
+                # given one keeps it.
+                gpu = dataclasses.replace(
+                    gpu, problems=gpu.problems + (problem,))
+            found.append(gpu)
         return found
 
     def _gpu(self, snapshot: sysfs.PciSnapshot,
@@ -304,6 +315,33 @@ def _no_type_problem(group: str, option: str, offered: list[str]) -> str:
     if offered:
         text += ' (its VFs offer %s)' % ', '.join(offered)
     return text
+
+
+def _nova_problem(snapshot: sysfs.PciSnapshot, nova: nova_mdev.NovaMdevTypes,
+                  gpu: device_model.Accelerator) -> str | None:
+    """Why ``gpu`` is Nova's too, or None.
+
+    Nova's libvirt driver makes mdevs on every parent (the GPU, or on
+    SR-IOV GPUs each VF) that offers the type nova.conf gives it.
+    """
+    if not nova:
+        return None
+    parents = (gpu.address,) + (gpu.sriov.vf_addresses if gpu.sriov
+                                else ())
+    taken = [(parent, nova.type_for(parent)) for parent in parents
+             if nova.type_for(parent) in snapshot.listdir(
+                 parent, 'mdev_supported_types')]
+    if not taken:
+        return None
+    parent, mdev_type = taken[0]
+    more = ' and %d more of its VFs' % (len(taken) - 1) if len(
+        taken) > 1 else ''
+    return ('Nova\'s own vGPU support uses this GPU too: %s gives %s%s '
+            'mdev type %s. One GPU takes one manager, or a device could '
+            'serve two guests: take it out of that option, or leave '
+            'nvidia_gpu out of [cyborg_nova] enabled_drivers. Held back '
+            'until then.' % (nova.option_for(parent), parent, more,
+                             mdev_type))
 
 
 def _is_gpu(function: sysfs.PciFunction) -> bool:

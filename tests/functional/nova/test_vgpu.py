@@ -24,6 +24,7 @@ import sys
 from xml.etree import ElementTree as ET
 
 import fixtures
+import nova.conf
 from nova import context as nova_context
 from nova import objects
 from oslo_privsep import daemon as privsep_daemon
@@ -209,6 +210,36 @@ class TestMdevVgpu(VgpuTestCase):
         self._delete_server(server)
         self.assertEqual([None, None], [vgpu.mdev_parent(self.root, m)
                                         for m in expected])
+
+    def test_a_gpu_nova_takes_too_is_held_back(self):
+        # Nova's own vGPU support is given the T4's type as well: Nova's
+        # libvirt driver registers and reads these options itself.
+        self.flags(enabled_mdev_types=['nvidia-222', 'nvidia-474'],
+                   group='devices')
+        nova.conf.devices.register_dynamic_opts(nova.conf.CONF)
+        self.flags(device_addresses=['0000:3b:00.6'],
+                   group='mdev_nvidia-474')
+        rps = self.start_host(enabled_vgpu_types=['nvidia-222'])
+        inventory = self._get_provider_inventory(rps[T4]['uuid'])['VGPU']
+        self.assertEqual((16, 16), (inventory['total'],
+                                    inventory['reserved']))
+        self.assertIn('Accelerator 0000:b0:00.0 is held back (fully '
+                      "reserved): Nova's own vGPU support uses this GPU "
+                      'too: [devices] enabled_mdev_types = nvidia-222 (no '
+                      'device_addresses) gives 0000:b0:00.0 mdev type '
+                      'nvidia-222.', self.stdlog.logger.output)
+        # The A100 has a VF Nova makes vGPUs on: said too.
+        self.assertIn("Nova's own vGPU support uses this GPU too: "
+                      '[mdev_nvidia-474] device_addresses gives '
+                      '0000:3b:00.6 mdev type nvidia-474.',
+                      self.stdlog.logger.output)
+        # No guest gets the T4's vGPUs from cyborg-nova meanwhile.
+        flavor = self.flavor({'resources:VGPU': '1',
+                              'trait:%s' % T4_1B: 'required'})
+        server = self._create_server(flavor_id=flavor, networks='none',
+                                     expected_state='ERROR')
+        self.assertIn('No valid host', server['fault']['message'])
+        self.assertEqual([], self.kernel.writes)
 
 
 class TestVendorVfioVgpu(VgpuTestCase):

@@ -239,3 +239,94 @@ def test_mdev_unit_names_are_stable_as_mdevs_come_and_go():
     after = vgpu.mdev_units(T4, 'nvidia-222', [first], 2)
     assert [u.uuid for u in after] == [u.uuid for u in before]
     assert [u.exists for u in after] == [True, False, False]
+
+
+# -- a GPU Nova's own vGPU support takes as well ------------------------------
+
+def discover_with_nova(root, ours, nova):
+    """Discovery with ``ours`` and ``nova`` in one nova.conf.
+
+    As the agent and the commands read it: Nova's own options are not
+    registered on their configuration.
+    """
+    return discover(root, ours + nova)
+
+
+def test_nova_default_mdev_type_holds_back_the_gpu_that_offers_it(
+        host_tree):
+    root = host_tree('mdev-vf-host')
+    found = discover_with_nova(
+        root, 'enabled_vgpu_types = nvidia-222\n',
+        '[devices]\nenabled_mdev_types = nvidia-222\n').by_address()
+    t4 = found[T4]
+    # Still reported with its units (a guest given one keeps it), but a
+    # problem: the provider is fully reserved.
+    assert (t4.resource_class, t4.total) == ('VGPU', 16)
+    assert t4.problems == (
+        "Nova's own vGPU support uses this GPU too: [devices] "
+        'enabled_mdev_types = nvidia-222 (no device_addresses) gives '
+        '0000:b0:00.0 mdev type nvidia-222. One GPU takes one manager, or '
+        'a device could serve two guests: take it out of that option, or '
+        'leave nvidia_gpu out of [cyborg_nova] enabled_drivers. Held back '
+        'until then.',)
+    # The A100's VFs do not offer nvidia-222: Nova leaves it alone (it
+    # is held back only for want of a type of ours).
+    assert [p for p in found[A100].problems if 'Nova' in p] == []
+
+
+def test_nova_types_by_address_reach_vfs_and_whole_gpus(host_tree):
+    root = host_tree('mdev-vf-host')
+    nova = ('[devices]\nenabled_mdev_types = nvidia-474, nvidia-223\n'
+            '[mdev_nvidia-474]\ndevice_addresses = 0000:3b:00.5, '
+            '0000:3b:00.6\n'
+            '[vgpu_nvidia-223]\ndevice_addresses = 0000:b0:00.0\n')
+    # The A100 reported as a whole GPU (no type enabled here): Nova makes
+    # mdevs on two of its VFs all the same.
+    found = discover_with_nova(root, '', nova).by_address()
+    assert found[A100].problems[-1].startswith(
+        "Nova's own vGPU support uses this GPU too: [mdev_nvidia-474] "
+        'device_addresses gives 0000:3b:00.5 and 1 more of its VFs mdev '
+        'type nvidia-474.')
+    # Nova's deprecated [vgpu_<type>] group names the T4.
+    assert found[T4].resource_class == 'PGPU'
+    assert "[mdev_nvidia-223] device_addresses gives 0000:b0:00.0 mdev " \
+        "type nvidia-223" in found[T4].problems[-1]
+
+
+def test_nova_types_the_gpu_does_not_offer_leave_it_alone(host_tree):
+    root = host_tree('mdev-vf-host')
+    nova = ('[devices]\nenabled_mdev_types = nvidia-999, nvidia-474\n'
+            '[mdev_nvidia-474]\ndevice_addresses = 0000:b0:00.0\n')
+    found = discover_with_nova(root, 'enabled_vgpu_types = nvidia-474\n',
+                               nova).by_address()
+    # nvidia-999 (the default) is offered nowhere; nvidia-474 is given to
+    # the T4, which does not offer it.
+    assert found[A100].problems == () and found[T4].problems == ()
+    assert found[A100].total == 4
+
+
+def test_nova_options_registered_by_nova_are_read_there(host_tree):
+    # nova-compute: Nova registered its options on the configuration (as
+    # nova.conf.devices does) and set them; nothing is registered twice.
+    root = host_tree('mdev-vf-host')
+    conf = cfg.ConfigOpts()
+    conf.register_opts([cfg.ListOpt('enabled_mdev_types', default=[])],
+                       group='devices')
+    conf.register_opt(cfg.ListOpt('device_addresses', default=[]),
+                      group='mdev_nvidia-474')
+    conf([])
+    conf.set_override('enabled_mdev_types', ['nvidia-474'], 'devices')
+    conf.set_override('device_addresses', ['0000:3b:00.4'],
+                      'mdev_nvidia-474')
+    found = discovery.Discoverer(loader.load(conf, ['nvidia_gpu']),
+                                 root).discover().by_address()
+    assert 'gives 0000:3b:00.4 mdev type nvidia-474' in \
+        found[A100].problems[-1]
+    assert found[T4].problems == ()
+
+
+def test_without_nova_mdev_types_nothing_is_held_back(host_tree):
+    found = discover(host_tree('mdev-vf-host'),
+                     'enabled_vgpu_types = nvidia-474\n'
+                     '[devices]\nenabled_mdev_types =\n').by_address()
+    assert all(not acc.problems for acc in found.values())

@@ -386,8 +386,7 @@ def scale_profile() -> dict:
                 dev = dict(base, vendor=0x8086, device=0x4940,
                            **{'class': 0x0b4000}, driver='4xxx',
                            sriov={'totalvfs': 16, 'numvfs': 16,
-                                  'vf_device': 0x4941,
-                                  'vf_driver': '4xxxvf'},
+                                  'vf_device': 0x4941},
                            qat={'cfg_services': 'sym;asym', 'state': 'up'})
             elif kind == 'e810':
                 dev = dict(base, vendor=0x8086, device=0x1592,

@@ -81,6 +81,9 @@ Related options:
 
 * ``vfio_vgpu_types``, for GPUs with NVIDIA's vendor-specific VFIO.
 * ``[cyborg_nova] enabled_drivers`` must contain ``nvidia_gpu``.
+* Nova's own ``[devices] enabled_mdev_types`` must not give a type to the
+  same GPU or its VFs: such a GPU is held back, with a problem naming
+  Nova's option.
 """),
         cfg.ListOpt(
             'vfio_vgpu_types',

@@ -717,7 +717,7 @@ def _check_vfs(devices: list, by_address: dict) -> None:
 _SYNTH_ACCELERATORS = (
     {'vendor': 0x8086, 'device': 0x4940, 'class': 0x0b4000,
      'subsystem_device': 0x0000, 'revision': 0x40, 'driver': '4xxx',
-     'sriov': {'totalvfs': 16, 'vf_device': 0x4941, 'vf_driver': '4xxxvf'},
+     'sriov': {'totalvfs': 16, 'vf_device': 0x4941},
      'qat': {'cfg_services': 'sym;asym', 'state': 'up'}},
     {'vendor': 0x8086, 'device': 0x1592, 'class': 0x020000,
      'subsystem_device': 0x0002, 'revision': 0x02, 'driver': 'ice',

@@ -32,7 +32,7 @@ from cyborg_drivers import sysfs
 QAT = {'address': '0000:3b:00.0', 'vendor': 0x8086, 'device': 0x4940,
        'class': 0x0b4000, 'driver': '4xxx',
        'sriov': {'totalvfs': 16, 'numvfs': 4, 'vf_device': 0x4941,
-                 'vf_driver': '4xxxvf'}}
+                 'vf_driver': 'qat_vfio_pci'}}
 QAT2 = dict(QAT, address='0000:3d:00.0')
 A100 = {'address': '0000:af:00.0', 'vendor': 0x10de, 'device': 0x20b0,
         'class': 0x030200, 'driver': 'nvidia',

@@ -94,7 +94,7 @@ def small_profile():
              'device': '0x4940', 'class': 0x0b4000, 'revision': 0x40,
              'numa_node': 1, 'driver': '4xxx',
              'sriov': {'totalvfs': 64, 'numvfs': 64, 'vf_device': 0x4941,
-                       'vf_driver': '4xxxvf', 'offset': 16},
+                       'vf_driver': 'qat_vfio_pci', 'offset': 16},
              'qat': {'cfg_services': 'sym;asym'}},
             {'address': '0000:d8:00.0', 'vendor': 0x10ee, 'device': 0x5004,
              'class': 0x120000, 'subsystem_device': 0x000e,
@@ -303,7 +303,7 @@ def test_subsystem_driver_and_iommu_links(small):
     assert not os.path.lexists(dev(small, '0000:d9:00.0', 'driver'))
     assert os.path.isdir(os.path.join(small, 'bus', 'pci', 'drivers'))
     assert sorted(os.listdir(os.path.join(
-        small, 'bus', 'pci', 'drivers', '4xxxvf'))) == sorted(
+        small, 'bus', 'pci', 'drivers', 'qat_vfio_pci'))) == sorted(
         hosttree.vf_addresses('0000:af:00.0', {'numvfs': 64, 'offset': 16})
         + ['bind', 'new_id', 'remove_id', 'unbind', 'uevent'])
     # Explicit group 40 is shared by the root port and the NVMe behind it.
@@ -390,9 +390,9 @@ def test_sriov_pf_and_vfs(small):
     assert read(vf, 'device') == '0x4941\n'
     assert read(vf, 'class') == '0x0b4000\n'
     assert read(vf, 'numa_node') == '1\n'
-    assert read(vf, 'uevent').splitlines()[0] == 'DRIVER=4xxxvf'
+    assert read(vf, 'uevent').splitlines()[0] == 'DRIVER=qat_vfio_pci'
     assert os.path.basename(os.readlink(os.path.join(vf, 'driver'))) == (
-        '4xxxvf')
+        'qat_vfio_pci')
     assert not os.path.exists(os.path.join(vf, 'sriov_totalvfs'))
     assert config(small, '0000:af:02.0')[0x0e] == 0
     # A PF behind a bridge has its VFs behind the same bridge.

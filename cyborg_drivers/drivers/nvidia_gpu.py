@@ -331,8 +331,11 @@ def _nova_problem(snapshot: sysfs.PciSnapshot, nova: nova_mdev.NovaMdevTypes,
         return None
     parents = (gpu.address,) + (gpu.sriov.vf_addresses if gpu.sriov
                                 else ())
-    taken = [(parent, nova.type_for(parent)) for parent in parents
-             if nova.type_for(parent) in snapshot.listdir(
+    # Only parents Nova gives a type are read: with types by address
+    # alone, the other VFs cost no listdir.
+    typed = [(parent, nova.type_for(parent)) for parent in parents]
+    taken = [(parent, mdev_type) for parent, mdev_type in typed
+             if mdev_type and mdev_type in snapshot.listdir(
                  parent, 'mdev_supported_types')]
     if not taken:
         return None

@@ -160,6 +160,15 @@ class Notifier:
     def enabled(self) -> bool:
         return self._notifier is not None
 
+    def close(self) -> None:
+        """Release the broker connection (and its heartbeat thread).
+
+        Later emits send nothing.
+        """
+        if self._notifier is not None:
+            notifier, self._notifier = self._notifier, None
+            notifier.transport.cleanup()
+
     def emit(self, event: str, accelerator: device_model.Accelerator,
              nodename: str, state: str | None,
              reason: str | None = None,

@@ -30,6 +30,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import jsonschema
@@ -290,6 +291,7 @@ def test_a_broker_stopped_midway(tmp_path, caplog):
         [sys.executable, '-c', DEFAULT_RETRY_SENDER, server.url],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL, text=True, env=agent_base.env())
+    notifier = None
     try:
         collector = Collector(server.url)
         collector.listener.start()
@@ -326,7 +328,18 @@ def test_a_broker_stopped_midway(tmp_path, caplog):
         print('\nbroker stopped: each emit returned in %s s; with retry '
               '-1 still blocked after %d s'
               % (', '.join('%.3f' % t for t in took), BLOCKED))
+
+        def heartbeats():
+            return sum(t.name == 'Rabbit-heartbeat'
+                       for t in threading.enumerate())
+        before = heartbeats()
+        notifier.close()
+        assert heartbeats() < before
     finally:
+        # The notifier's connection keeps a heartbeat thread that, with
+        # the broker gone, would log tracebacks into later tests.
+        if notifier is not None:
+            notifier.close()
         default.kill()
         default.wait()
         server.cleanUp()

@@ -87,6 +87,20 @@ class MdevType:
 
 
 @dataclasses.dataclass(frozen=True)
+class MdevUnit:
+    """One vGPU unit of an mdev type: a mediated device, made or to be.
+
+    :attr exists: whether the mdev exists now (else it is made when a
+        guest is given the unit).
+    """
+
+    uuid: str
+    parent: str
+    type_id: str
+    exists: bool
+
+
+@dataclasses.dataclass(frozen=True)
 class Accelerator:
     """One accelerator as discovery sees it; one resource provider later.
 
@@ -170,6 +184,7 @@ class Accelerator:
             'fpga_regions': [dataclasses.asdict(r)
                              for r in self.fpga_regions],
             'mdev_types': [dataclasses.asdict(m) for m in self.mdev_types],
+            'mdev_units': [dataclasses.asdict(u) for u in self.mdev_units],
             'problems': list(self.problems),
         }
 
@@ -217,8 +232,10 @@ def from_hardware(entry: dict) -> Accelerator:
     """The accelerator a :meth:`Accelerator.to_hardware` entry describes.
 
     What an out-of-process driver serves comes back as the device model,
-    so its devices reach Placement and the guest as local ones do. Only
-    what ``to_hardware`` writes is read; the result is ``remote``.
+    with every field ``to_hardware`` writes (its capabilities, such as a
+    vGPU's type and framework, its FPGA regions, mdev types and mdev
+    units included), so its devices reach Placement and the guest as
+    local ones do; the result is ``remote``.
 
     :raises ValueError: the entry lacks the ``pci`` or ``placement``
         extension, or a field is of the wrong kind (say which).
@@ -226,11 +243,14 @@ def from_hardware(entry: dict) -> Accelerator:
     try:
         pci = entry['pci']
         placed = entry['placement']
+        specs = entry['acc_specs']
         sriov = pci.get('sriov')
+        capability = dict(specs.get('acc_capability') or {})
+        capability.pop('num', None)
         accelerator = Accelerator(
             address=pci['address'],
             driver=str(entry.get('driver') or 'remote'),
-            device_type=entry['acc_specs']['device_type'],
+            device_type=specs['device_type'],
             resource_class=placed['resource_class'],
             traits=tuple(placed.get('traits', ())),
             total=int(placed['total']),
@@ -247,6 +267,14 @@ def from_hardware(entry: dict) -> Accelerator:
             sriov=(SriovInfo(sriov['total_vfs'], sriov['num_vfs'],
                              tuple(sriov.get('vf_addresses', ())))
                    if sriov else None),
+            fpga_regions=tuple(FpgaRegion(**r) for r in entry.get(
+                'fpga_regions', ())),
+            mdev_types=tuple(MdevType(**m) for m in entry.get(
+                'mdev_types', ())),
+            mdev_units=tuple(MdevUnit(**u) for u in entry.get(
+                'mdev_units', ())),
+            capabilities=tuple((str(k), str(v))
+                               for k, v in capability.items()),
             setup_required=bool(entry.get('acc_status', {}).get(
                 'setup_required', False)),
             reboot_required=bool(entry.get('acc_status', {}).get(
@@ -256,9 +284,14 @@ def from_hardware(entry: dict) -> Accelerator:
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ValueError('not a device of this project\'s /hardware '
                          'shape: %s %s' % (type(exc).__name__, exc))
-    bad = [a for a in (accelerator.address, *accelerator.units,
-                       *accelerator.functions)
+    mdevs = {u.uuid for u in accelerator.mdev_units}
+    bad = [a for a in (accelerator.address, *accelerator.functions,
+                       *(u.parent for u in accelerator.mdev_units))
            if not isinstance(a, str) or not is_pci_address(a)]
+    # A unit is a PCI function, or one of the accelerator's mdevs.
+    bad += [u for u in accelerator.units
+            if not isinstance(u, str) or not (is_pci_address(u)
+                                              or u in mdevs)]
     if bad:
         raise ValueError('not PCI addresses: %s' % ', '.join(map(str, bad)))
     if not isinstance(accelerator.resource_class, str) or not all(

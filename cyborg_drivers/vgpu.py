@@ -38,6 +38,7 @@ import os
 import re
 import uuid
 
+from cyborg_drivers import device as device_model
 from cyborg_drivers import names
 from cyborg_drivers import sysfs
 
@@ -60,14 +61,8 @@ TYPE_ID_MAX = 0xffffffff
 _CREATABLE_LINE = re.compile(r'^\s*(\d+)\s*:\s*(\S.*?)\s*$')
 
 
-@dataclasses.dataclass(frozen=True)
-class MdevUnit:
-    """One vGPU unit of an mdev type: a mediated device, made or to be."""
-
-    uuid: str
-    parent: str
-    type_id: str
-    exists: bool
+#: One vGPU unit of an mdev type (the device model's, re-exported).
+MdevUnit = device_model.MdevUnit
 
 
 def mdev_uuid(parent: str, type_id: str, index: int) -> str:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from cyborg_nova import state as state_store
 # A row of the unit table; callers know it as assignments.Assignment.
@@ -65,6 +65,11 @@ class Link:
 #: instance or a migration uuid) takes part in, or None.
 LinkLookup = Callable[[str], 'Link | None']
 
+#: ``in_domains()``: {unit: libvirt domain uuid} of every unit a domain on
+#: the host has as a hostdev, running or only defined; None when libvirt
+#: cannot say.
+DomainLookup = Callable[[], 'Mapping[str, str] | None']
+
 #: Migration statuses after which the allocation the migration record
 #: held went back to the instance.
 REVERTED = ('reverting', 'reverted')
@@ -80,9 +85,13 @@ class Reconciled:
     #: consumer -> (allocated amount, units recorded)
     short: dict[str, tuple[int, int]] = dataclasses.field(
         default_factory=dict)
+    #: consumer -> {unit: domain}: units of a consumer without an
+    #: allocation that a domain still holds, kept (newly kept ones only).
+    kept: dict[str, dict[str, str]] = dataclasses.field(
+        default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.released or self.moved)
+        return bool(self.released or self.moved or self.kept)
 
 
 class Assignments:
@@ -194,8 +203,8 @@ class Assignments:
         return moved
 
     def reconcile(self, provider: str, holders: dict[str, int],
-                  read_at: float, links: LinkLookup | None = None
-                  ) -> Reconciled:
+                  read_at: float, links: LinkLookup | None = None,
+                  in_domains: DomainLookup | None = None) -> Reconciled:
         """Bring ``provider``'s rows in line with Placement.
 
         :param holders: {consumer: amount} allocated on the provider, as
@@ -203,13 +212,22 @@ class Assignments:
         :param read_at: when that read started; rows assigned since are
             left alone (their allocation may be newer than the read).
         :param links: tells which consumers are two sides of one move.
+        :param in_domains: the units the host's libvirt domains hold;
+            asked only when a consumer has units but no allocation.
 
         A consumer with units but no allocation either moved (Placement
         gave its allocation to the other side of a migration, which
         holds the provider but has no units yet: the units follow it) or
-        is gone (its units are freed). A consumer with fewer units than
-        its allocation is reported in ``short``; it is given its units
-        at its next guest build.
+        is gone. A gone consumer's units are freed, except those a
+        domain on the host still has as hostdevs (its allocation was
+        deleted by hand, or by Nova's API while it took the compute for
+        down): handing those out would give one function to two guests,
+        so they stay assigned, marked ``kept_for`` that domain (which
+        reserves them in Placement), until the domain is gone; without
+        ``in_domains``, or when libvirt cannot say, nothing of a gone
+        consumer is freed. A consumer with fewer units than its
+        allocation is reported in ``short``; it is given its units at
+        its next guest build.
         """
         result = Reconciled()
         every = self.of_provider(provider)
@@ -217,19 +235,49 @@ class Assignments:
         counts: dict[str, int] = {}
         for row in every:
             counts[row.consumer] = counts.get(row.consumer, 0) + 1
+        # Rows that serve an allocation again are no longer kept.
+        served = {a.unit: None for a in rows
+                  if a.kept_for is not None and a.consumer in holders}
+        if served:
+            with self._units.change() as table:
+                table.keep(provider, served)
         orphans = sorted({a.consumer for a in rows} - set(holders))
+        domains: Mapping[str, str] | None = None
         for consumer in orphans:
             heir = self._heir(consumer, holders, counts, links)
+            units = [a for a in rows if a.consumer == consumer]
             if heir is not None:
-                units = [a.unit for a in rows if a.consumer == consumer]
                 self.move(consumer, heir, [provider])
                 counts[heir] = counts.pop(consumer, 0)
-                result.moved.append((consumer, heir, units))
+                result.moved.append((consumer, heir,
+                                     [a.unit for a in units]))
                 continue
-            units = [a.unit for a in rows if a.consumer == consumer]
-            self.release(consumer, provider, created_before=read_at)
-            counts.pop(consumer, None)
-            result.released[consumer] = units
+            if domains is None:
+                domains = in_domains() if in_domains is not None else None
+                if domains is None:
+                    LOG.warning('Consumer(s) %s hold nothing of provider '
+                                '%s in Placement, but which units the '
+                                "host's guests use cannot be told: their "
+                                'units are kept this cycle',
+                                ', '.join(orphans), provider)
+                    return result
+            busy = {a.unit: domains[a.unit] for a in units
+                    if a.unit in domains}
+            free = [a.unit for a in units if a.unit not in busy]
+            marked = {(a.unit, a.kept_for) for a in units}
+            fresh = {u: d for u, d in busy.items() if (u, d) not in marked}
+            if fresh:
+                with self._units.change() as table:
+                    table.keep(provider, fresh)
+                result.kept[consumer] = fresh
+            if free:
+                with self._units.change() as table:
+                    table.remove(consumer, [provider], units=free,
+                                 created_before=read_at)
+                result.released[consumer] = free
+            counts[consumer] = len(busy)
+            if not busy:
+                counts.pop(consumer, None)
         for consumer, amount in sorted(holders.items()):
             have = counts.get(consumer, 0)
             if have < amount:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from typing import Callable
 
 from keystoneauth1 import adapter as ks_adapter
 
@@ -50,19 +51,21 @@ FAILED = 'failed'
 
 def wanted_reserved(state: str,
                     accelerator: device_model.Accelerator | None,
-                    resource_class: str, total: int) -> int:
+                    resource_class: str, total: int, kept: int = 0) -> int:
     """The ``reserved`` Nova's next update gives this inventory record.
 
     :param state: the device's lifecycle state in the state store.
     :param accelerator: the device as discovered now; None if it is gone.
     :param resource_class: the record's class on the provider.
     :param total: the record's total in Placement (never changed here).
+    :param kept: the provider's units a domain holds without an
+        allocation (the unit store's ``kept_for`` rows).
     """
     if accelerator is None or resource_class != accelerator.resource_class:
         # Gone, or a class the device no longer offers: Nova keeps such a
         # class only while instances hold it, and then fully reserved.
         return total
-    reserved = providers.reserved(state, accelerator, total)
+    reserved = providers.reserved(state, accelerator, total, kept)
     # Units that left the device (fewer VFs than Placement's total) stay
     # held until Nova's update shrinks the total; the capacity offered is
     # then what the device has now, as after that update.
@@ -70,11 +73,13 @@ def wanted_reserved(state: str,
 
 
 def plan(inventories: dict[str, dict], state: str,
-         accelerator: device_model.Accelerator | None) -> dict[str, int]:
+         accelerator: device_model.Accelerator | None,
+         kept: int = 0) -> dict[str, int]:
     """Resource class -> new ``reserved``, for records that must change."""
     changes = {}
     for rc, record in sorted(inventories.items()):
-        wanted = wanted_reserved(state, accelerator, rc, record['total'])
+        wanted = wanted_reserved(state, accelerator, rc, record['total'],
+                                 kept)
         if record.get('reserved', 0) != wanted:
             changes[rc] = wanted
     return changes
@@ -114,14 +119,19 @@ class Fencer:
     :param backoff: first delay between attempts, doubled each time.
     :param timeout: seconds per request when ``[placement] timeout`` is
         unset: a Placement that hangs must not hold the udev thread.
+    :param kept: provider uuid -> its units kept for a domain (the unit
+        store's :meth:`~cyborg_nova.store.units.UnitTable.kept`), so an
+        unfence leaves those reserved as Nova's update does.
     """
 
     def __init__(self, client: ks_adapter.Adapter, attempts: int = 5,
-                 backoff: float = 0.05, timeout: float = 10.0) -> None:
+                 backoff: float = 0.05, timeout: float = 10.0,
+                 kept: Callable[[], dict[str, int]] | None = None) -> None:
         self.client = client
         self.attempts = attempts
         self.backoff = backoff
         self.timeout = timeout
+        self.kept = kept
 
     @property
     def api(self) -> placement.Client:
@@ -174,7 +184,8 @@ class Fencer:
                 return self._refused(address, uuid, exc)
             generation = body['resource_provider_generation']
             inventories = body['inventories']
-        changes = plan(inventories, state, accelerator)
+        kept = self.kept().get(uuid, 0) if self.kept is not None else 0
+        changes = plan(inventories, state, accelerator, kept)
         now = {rc: r.get('reserved', 0) for rc, r in inventories.items()}
         if not changes:
             return FenceResult(address, uuid, UNCHANGED, now,

@@ -59,18 +59,21 @@ def provider_uuid(nodename: str, address: str) -> str:
 
 
 def reserved(state: str, accelerator: device_model.Accelerator | None,
-             total: int) -> int:
+             total: int, kept: int = 0) -> int:
     """How much of a provider's ``total`` must be held back.
 
     Everything unless the device is ready, present, set up and without
     problems: a device nobody vouched for, an unhealthy, half set up or
-    vanished one is never handed out. The agent computes the same value
-    when it fences at once.
+    vanished one is never handed out. Otherwise the ``kept`` units: those
+    a libvirt domain still holds after their allocation went (see
+    :meth:`cyborg_nova.assignments.Assignments.reconcile`), which nothing
+    may be scheduled onto. The agent computes the same value when it
+    fences at once.
     """
     if (accelerator is None or state != state_store.READY
             or accelerator.setup_required or accelerator.problems):
         return total
-    return 0
+    return min(total, kept)
 
 
 def fully_reserved(inventories: dict) -> dict:
@@ -79,12 +82,13 @@ def fully_reserved(inventories: dict) -> dict:
             for rc, inv in inventories.items()}
 
 
-def inventory(accelerator: device_model.Accelerator, state: str) -> dict:
+def inventory(accelerator: device_model.Accelerator, state: str,
+              kept: int = 0) -> dict:
     if accelerator.total <= 0:
         return {}
     return {accelerator.resource_class: {
         'total': accelerator.total,
-        'reserved': reserved(state, accelerator, accelerator.total),
+        'reserved': reserved(state, accelerator, accelerator.total, kept),
         'min_unit': 1,
         'max_unit': accelerator.total,
         'step_size': 1,
@@ -124,6 +128,7 @@ class ProviderTreeUpdater:
         initial = state_store.READY if self.auto_ready else (
             state_store.INACTIVE)
         states = self.store.sync(nodename, result.accelerators, initial)
+        kept = self.store.units.kept()
         prefix = nodename + NAME_INFIX
         root_uuid = provider_tree.data(nodename).uuid
         ours = {}
@@ -143,7 +148,7 @@ class ProviderTreeUpdater:
                          uuid)
             self._log_problems(address, accelerator.problems)
             row = states[address]
-            wanted = inventory(accelerator, row.state)
+            wanted = inventory(accelerator, row.state, kept.get(uuid, 0))
             current = provider_tree.data(uuid).inventory
             provider_tree.update_inventory(uuid, self._keep_used(
                 uuid, address, current, wanted, allocations))
@@ -160,7 +165,7 @@ class ProviderTreeUpdater:
             self._vanished(provider_tree, nodename, address, uuid, data,
                            states.get(address), allocations)
         self._update_remote(provider_tree, nodename, root_uuid,
-                            result.accelerators, allocations)
+                            result.accelerators, allocations, kept)
 
     def _log_problems(self, address: str, problems: tuple[str, ...]
                       ) -> None:
@@ -174,7 +179,8 @@ class ProviderTreeUpdater:
             LOG.info('Accelerator %s has no problems any more', address)
 
     def _update_remote(self, provider_tree, nodename: str, root_uuid: str,
-                       local, allocations: dict | None) -> None:
+                       local, allocations: dict | None,
+                       kept: dict[str, int]) -> None:
         """The devices of out-of-process drivers, as the agent recorded.
 
         The same providers as local devices (named with
@@ -203,7 +209,8 @@ class ProviderTreeUpdater:
             current = provider_tree.data(uuid)
             provider_tree.update_inventory(uuid, self._keep_used(
                 uuid, device.address, current.inventory,
-                inventory(accelerator, device.state), allocations))
+                inventory(accelerator, device.state, kept.get(uuid, 0)),
+                allocations))
             # Traits others added are kept; the device's are added.
             wanted = set(current.traits) | set(accelerator.traits) | {
                 OWNER_TRAIT}

@@ -81,20 +81,37 @@ The real drivers run over the fake tree. Their own option groups apply
     def __init__(self, conf: cfg.ConfigOpts) -> None:
         super().__init__(conf)
         self._inner = None
+        self._where: tuple[str, str | None, str] | None = None
+
+    def _options(self) -> tuple[str, str | None, str]:
+        """(host_profile, tree_path, state_path), as first read.
+
+        The emulated hardware stays where it was first found for the
+        driver's life, as a real card stays in its slot; a changed
+        option takes effect when the driver is loaded again. (Several
+        computes of Nova's functional harness share one config, each
+        with a driver of its own bound to its own tree.)
+        """
+        if self._where is None:
+            self._where = (self.options.host_profile,
+                           self.options.tree_path,
+                           self.conf.cyborg_nova.state_path)
+        return self._where
 
     def is_configured(self) -> bool:
         return bool(self.options.host_profile)
 
     def profile_file(self) -> str:
-        value = self.options.host_profile
+        value = self._options()[0]
         if value in hosttree.PROFILE_NAMES:
             return hosttree.profile_path(value)
         return value
 
     def tree_path(self, profile: dict) -> str:
-        if self.options.tree_path:
-            return self.options.tree_path
-        state_dir = os.path.dirname(self.conf.cyborg_nova.state_path)
+        _profile, tree_path, state_path = self._options()
+        if tree_path:
+            return tree_path
+        state_dir = os.path.dirname(state_path)
         return os.path.join(state_dir, 'fake-sysfs', profile['name'])
 
     def ensure_tree(self) -> str:

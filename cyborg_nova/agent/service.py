@@ -156,7 +156,7 @@ class Agent:
                         'Placement learns of vanished or unhealthy devices '
                         'only at nova-compute\'s next update')
             return None
-        return fencing.Fencer(client)
+        return fencing.Fencer(client, kept=self.store.units.kept)
 
     def _programmer(self) -> programming.Programmer | None:
         client = placement.from_conf(self.conf)

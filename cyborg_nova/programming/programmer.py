@@ -84,7 +84,8 @@ class Programmer:
         self.store = store
         self.journal = Journal(store)
         self.client = client
-        self.fencer = fencing.Fencer(client) if client is not None else None
+        self.fencer = (fencing.Fencer(client, kept=store.units.kept)
+                       if client is not None else None)
         self.placement = PlacementOps(client) if client is not None else (
             None)
         self._drivers = drivers if callable(drivers) else (lambda: drivers)

@@ -187,6 +187,19 @@ def _remote_drivers(db: sqlite3.Connection) -> None:
         PRIMARY KEY (nodename, endpoint))""")
 
 
+# -- step 4: units kept for a guest that lost its allocation -----------------
+
+def _kept_units(db: sqlite3.Connection) -> None:
+    """``unit_assignments.kept_for``: the domain still holding a unit.
+
+    Set when the unit's consumer holds nothing of the provider in
+    Placement any more but a libvirt domain on the host still has the
+    unit as a hostdev; the unit then stays assigned and reserved until
+    the domain is gone.
+    """
+    db.execute('ALTER TABLE unit_assignments ADD COLUMN kept_for TEXT')
+
+
 #: Every step, in order; the store's version is the number of the last
 #: one applied.
 MIGRATIONS: tuple[Migration, ...] = (
@@ -196,6 +209,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _device_services),
     Migration(3, 'remote_drivers: out-of-process drivers, their state '
               'and devices', _remote_drivers),
+    Migration(4, 'unit_assignments.kept_for: units a domain still holds '
+              'after their allocation went', _kept_units),
 )
 #: The version this code writes and reads.
 LATEST = MIGRATIONS[-1].number

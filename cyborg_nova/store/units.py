@@ -27,17 +27,26 @@ from typing import Iterator, Sequence
 
 from cyborg_nova.store import database
 
-_SELECT = 'SELECT unit, consumer, provider, created_at FROM unit_assignments'
+_SELECT = ('SELECT unit, consumer, provider, created_at, kept_for '
+           'FROM unit_assignments')
 
 
 @dataclasses.dataclass(frozen=True)
 class Assignment:
-    """One row: ``unit`` of ``provider`` serves ``consumer``."""
+    """One row: ``unit`` of ``provider`` serves ``consumer``.
+
+    ``kept_for`` names the libvirt domain that still has the unit as a
+    hostdev although ``consumer`` holds nothing of ``provider`` in
+    Placement any more: the unit stays taken, and reserved, until the
+    domain is gone (see :meth:`cyborg_nova.assignments.Assignments.
+    reconcile`). None for every unit that serves an allocation.
+    """
 
     unit: str
     consumer: str
     provider: str
     created_at: float = 0.0
+    kept_for: str | None = None
 
 
 class UnitTable:
@@ -57,6 +66,13 @@ class UnitTable:
     def of_consumer(self, consumer: str) -> list[Assignment]:
         """The rows of ``consumer``, ordered by unit."""
         return self._select('WHERE consumer = ? ORDER BY unit', (consumer,))
+
+    def kept(self) -> dict[str, int]:
+        """{provider: units kept for a domain} (see :class:`Assignment`)."""
+        with self._store._connect() as db:
+            return dict(db.execute(
+                'SELECT provider, COUNT(*) FROM unit_assignments WHERE '
+                'kept_for IS NOT NULL GROUP BY provider'))
 
     def _select(self, clause: str, args: Sequence) -> list[Assignment]:
         with self._store._connect() as db:
@@ -130,7 +146,23 @@ class UnitChange:
         return self._db.execute(query, args).rowcount  # nosec B608
 
     def reassign(self, provider: str, source: str, dest: str) -> int:
-        """Give ``source``'s units of ``provider`` to ``dest``; how many."""
+        """Give ``source``'s units of ``provider`` to ``dest``; how many.
+
+        They serve ``dest``'s allocation now: none is kept any more.
+        """
         return self._db.execute(
-            'UPDATE unit_assignments SET consumer = ? WHERE provider = ? '
-            'AND consumer = ?', (dest, provider, source)).rowcount
+            'UPDATE unit_assignments SET consumer = ?, kept_for = NULL '
+            'WHERE provider = ? AND consumer = ?',
+            (dest, provider, source)).rowcount
+
+    def keep(self, provider: str, units: dict[str, str | None]) -> int:
+        """Set ``kept_for`` of ``provider``'s ``units``: {unit: domain}.
+
+        None clears it (the unit serves an allocation again). How many
+        rows changed.
+        """
+        return sum(self._db.execute(
+            'UPDATE unit_assignments SET kept_for = ? WHERE provider = ? '
+            'AND unit = ? AND kept_for IS NOT ?',
+            (domain, provider, unit, domain)).rowcount
+            for unit, domain in sorted(units.items()))

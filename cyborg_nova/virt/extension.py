@@ -39,6 +39,7 @@ from cyborg_nova import lifecycle
 from cyborg_nova import notifications
 from cyborg_nova import programming
 from cyborg_nova import providers
+from cyborg_nova import remote_devices
 from cyborg_nova import restore
 from cyborg_nova import state as state_store
 from cyborg_nova.virt import extra_specs
@@ -110,6 +111,32 @@ class AcceleratorProviderMixin:
             self._driver_names = names
         return self._accelerator_updater
 
+    def _sysfs_root(self) -> str:
+        """The sysfs this driver reads, bound when its updater was made."""
+        return self._updater().discoverer.sysfs_root
+
+    def _our_nodes(self) -> list[str]:
+        return list(self.get_available_nodes(refresh=False))
+
+    def _our_providers(self, nodes=None) -> dict[str, tuple[str, str]]:
+        """{provider uuid: (nodename, address)} of this host's devices.
+
+        Those of out-of-process drivers (:mod:`cyborg_nova.
+        remote_devices`) included, under their own provider uuids. This,
+        never ``instance.node`` (which names the source host until an
+        evacuation's spawn is done), says which providers are this
+        host's.
+        """
+        store = self._updater().store
+        ours = {}
+        for node in (nodes or self._our_nodes()):
+            for address in store.devices(node):
+                ours[providers.provider_uuid(node, address)] = (node,
+                                                                address)
+            for device in remote_devices.devices(store, node):
+                ours[device.uuid(node)] = (node, device.address)
+        return ours
+
     def update_provider_tree(self, provider_tree, nodename,
                              allocations=None):
         super().update_provider_tree(provider_tree, nodename,
@@ -172,7 +199,7 @@ class AcceleratorProviderMixin:
             self._accelerator_programmer = programming.Programmer(
                 CONF, self._accelerator_store, client,
                 lambda: self._updater().discoverer.drivers,
-                CONF.cyborg_nova.sysfs_root,
+                self._sysfs_root(),
                 notifier=notifications.Notifier(
                     CONF, 'cyborg-nova-compute.%s' % CONF.host))
             # Jobs a killed nova-compute left behind (the agent would
@@ -184,22 +211,28 @@ class AcceleratorProviderMixin:
         return self._accelerator_programmer
 
     def _program_for_instance(self, instance, allocations) -> None:
-        """Load the flavor's ``cyborg_nova:bitstream`` into its FPGAs.
+        """Load the flavor's ``cyborg_nova:bitstream`` into its FPGAs here.
 
-        The instance's allocation of each FPGA is the lock: nobody else
-        can be placed on it, so programming only excludes other
-        consumers. FPGAs that already have the function are left alone.
+        The FPGAs are those of this host's providers (:meth:`
+        _our_providers`) that ``allocations``, the instance's allocations
+        as Nova passes them to spawn or finish_migration, hold; never
+        found through ``instance.node``, which during an evacuation
+        still names the source host. The instance's allocation of each
+        FPGA is the lock: nobody else can be placed on it, so
+        programming only excludes other consumers (the programmer proves
+        in Placement that the instance alone holds the provider). FPGAs
+        that already have the function are left alone.
 
         :raises nova.exception.ComputeResourcesUnavailable: the bitstream
             is unknown or does not fit, the instance holds no FPGA here,
             or programming failed (the device stays fenced as failed);
-            Nova reschedules the build.
+            Nova reschedules a build, and puts a move it cannot finish in
+            ERROR on this host.
         """
         name = (instance.flavor.extra_specs or {}).get(
             extra_specs.BITSTREAM)
         if not name:
             return
-        nodename = instance.node
         programmer = self._programmer()
 
         def unavailable(reason):
@@ -211,17 +244,23 @@ class AcceleratorProviderMixin:
         except (programming.Refused, bitstreams.BadName,
                 bitstreams.NotFound, bitstreams.InvalidBitstream) as exc:
             raise unavailable('bitstream %s of the flavor: %s' % (name, exc))
-        ours = {providers.provider_uuid(nodename, a.address): a
-                for a in self._updater().discoverer.discover().accelerators
-                if a.fpga_regions}
-        held = [ours[rp] for rp, alloc in sorted((allocations or {}).items())
-                if rp in ours and alloc.get('resources', {}).get(
-                    ours[rp].resource_class)]
+        ours = self._our_providers()
+        found = self._updater().discoverer.discover().by_address()
+        held = []
+        for rp, alloc in sorted((allocations or {}).items()):
+            if rp not in ours:
+                continue
+            node, address = ours[rp]
+            acc = found.get(address)
+            if (acc is not None and acc.fpga_regions
+                    and providers.provider_uuid(node, address) == rp
+                    and alloc.get('resources', {}).get(acc.resource_class)):
+                held.append((node, acc))
         if not held:
             raise unavailable('the flavor asks for bitstream %s but the '
-                              'instance holds no FPGA on %s'
-                              % (name, nodename))
-        for acc in held:
+                              'instance holds no FPGA on this host (%s)'
+                              % (name, ', '.join(self._our_nodes())))
+        for node, acc in held:
             if any(r.function_id == header.function_id
                    for r in acc.fpga_regions
                    if r.interface_id == header.interface_id):
@@ -230,7 +269,7 @@ class AcceleratorProviderMixin:
                          name)
                 continue
             try:
-                job = programmer.program(nodename, acc.address, name,
+                job = programmer.program(node, acc.address, name,
                                          consumer=instance.uuid)
             except programming.Refused as exc:
                 raise unavailable('cannot program %s with %s: %s'
@@ -244,9 +283,22 @@ class AcceleratorProviderMixin:
 
     def spawn(self, context, instance, image_meta, injected_files,
               admin_password, allocations, *args, **kwargs):
+        # Every build, and evacuate, rebuild and unshelve, which Nova's
+        # libvirt driver does through spawn.
         self._program_for_instance(instance, allocations)
         return super().spawn(context, instance, image_meta, injected_files,
                              admin_password, allocations, *args, **kwargs)
+
+    def finish_migration(self, context, migration, instance, disk_info,
+                         network_info, image_meta, resize_instance,
+                         allocations, *args, **kwargs):
+        # Cold migrate and resize: the libvirt driver builds the guest
+        # on the destination here, not in spawn. A revert goes back to
+        # the source's FPGAs as they were (finish_revert_migration).
+        self._program_for_instance(instance, allocations)
+        return super().finish_migration(
+            context, migration, instance, disk_info, network_info,
+            image_meta, resize_instance, allocations, *args, **kwargs)
 
 
 def _privileged_set_num_vfs(address: str, count: int) -> int:

@@ -30,7 +30,9 @@ keys it. This mixin keeps the two in step through every Nova operation:
   (delete, shelve offload, revert on the destination, the source after
   an evacuation), kept when it comes back (hard reboot, rebuild);
 - every update cycle: each provider's units are reconciled with
-  Placement's allocations.
+  Placement's allocations; units whose consumer lost its allocation are
+  freed, except those a domain on the host still has as hostdevs, which
+  stay taken and reserved until the domain is gone.
 
 Live migration of an instance with accelerator units is refused in
 Nova's pre-check: its functions cannot follow it.
@@ -48,13 +50,14 @@ import time
 from nova.compute import task_states
 from nova import context as nova_context
 from nova import exception
+from nova.scheduler import utils as scheduler_utils
 from nova.virt.libvirt import config as vconfig
 
 from cyborg_drivers import device as device_model
 from cyborg_drivers import guest_xml
 from cyborg_drivers import vgpu
 from cyborg_nova import assignments
-from cyborg_nova import providers
+from cyborg_nova import audit
 from cyborg_nova import remote_devices
 from cyborg_nova import vgpus
 from cyborg_nova.virt import moves
@@ -121,25 +124,6 @@ class GuestAcceleratorsMixin:
                 self._accelerator_store)
         return self._unit_assignments
 
-    def _our_nodes(self) -> list[str]:
-        return list(self.get_available_nodes(refresh=False))
-
-    def _our_providers(self, nodes=None) -> dict[str, tuple[str, str]]:
-        """{provider uuid: (nodename, address)} of this host's devices.
-
-        Those of out-of-process drivers (:mod:`cyborg_nova.
-        remote_devices`) included, under their own provider uuids.
-        """
-        store = self._updater().store
-        ours = {}
-        for node in (nodes or self._our_nodes()):
-            for address in store.devices(node):
-                ours[providers.provider_uuid(node, address)] = (node,
-                                                                address)
-            for device in remote_devices.devices(store, node):
-                ours[device.uuid(node)] = (node, device.address)
-        return ours
-
     def _accelerator_of(self, rp, node, address, found, remote):
         """The device behind provider ``rp``, local or remote; or None."""
         if rp == remote_devices.provider_uuid(node, address):
@@ -186,6 +170,7 @@ class GuestAcceleratorsMixin:
             remote.update(remote_devices.by_provider(
                 self._updater().store, node, found.values()))
         links = moves.links(context)
+        in_domains = self._domain_units_lookup()
         for rp, resources in sorted(wanted.items()):
             node, address = ours[rp]
             accelerator = self._accelerator_of(rp, node, address, found,
@@ -198,7 +183,7 @@ class GuestAcceleratorsMixin:
             count = resources.get(accelerator.resource_class, 0)
             if not count:
                 continue
-            self._reconcile_provider(context, rp, links)
+            self._reconcile_provider(context, rp, links, in_domains)
             try:
                 units = store.assign(instance.uuid, rp, accelerator.units,
                                      count)
@@ -223,11 +208,6 @@ class GuestAcceleratorsMixin:
                          '%s', instance.uuid, address, ', '.join(made))
             LOG.info('Instance %s gets %s of accelerator %s', instance.uuid,
                      ', '.join(units), address)
-
-    @staticmethod
-    def _sysfs_root() -> str:
-        from nova import conf as nova_conf
-        return nova_conf.CONF.cyborg_nova.sysfs_root
 
     def _retire(self, units) -> None:
         """Undo the vGPUs of units just freed (see :mod:`vgpus`)."""
@@ -265,14 +245,42 @@ class GuestAcceleratorsMixin:
                   'recorded for it here, as they are', instance.uuid,
                   reason)
 
-    def _reconcile_provider(self, context, rp, links) -> None:
+    def _domain_units_lookup(self) -> assignments.DomainLookup:
+        """The units this host's domains hold, read once when first asked.
+
+        Every domain counts, running or only defined (a stopped guest
+        gets its hostdevs back at its next start), as ``cyborg-nova
+        audit`` counts them.
+        """
+        cache: list = []
+
+        def lookup():
+            if not cache:
+                cache.append(self._domain_units())
+            return cache[0]
+        return lookup
+
+    def _domain_units(self) -> dict[str, str] | None:
+        try:
+            found = {}
+            for guest in self._host.list_guests(only_running=False):
+                for unit in audit.hostdev_addresses(guest.get_xml_desc()):
+                    found.setdefault(unit, guest.uuid)
+            return found
+        except Exception as exc:
+            LOG.warning('cyborg-nova: cannot list the hostdevs of this '
+                        "host's domains: %s", exc)
+            return None
+
+    def _reconcile_provider(self, context, rp, links, in_domains) -> None:
         read_at = time.time()
         holders = moves.provider_holders(context, rp)
         if holders is None:
             # Placement cannot say: keep every unit rather than free one
             # a guest may be using.
             return
-        result = self._assignments().reconcile(rp, holders, read_at, links)
+        result = self._assignments().reconcile(rp, holders, read_at, links,
+                                               in_domains)
         for source, dest, units in result.moved:
             LOG.info('Units %s of provider %s follow the allocation from '
                      'consumer %s to %s', ', '.join(units), rp, source, dest)
@@ -280,6 +288,13 @@ class GuestAcceleratorsMixin:
             LOG.info('Consumer %s holds nothing on provider %s any more: '
                      'released %s', consumer, rp, ', '.join(units))
             self._retire(units)
+        for consumer, kept in result.kept.items():
+            LOG.warning('Consumer %s holds nothing on provider %s in '
+                        'Placement any more, but domain(s) %s still have '
+                        '%s as hostdevs: kept, and reserved, until the '
+                        'domain is gone', consumer, rp,
+                        ', '.join(sorted(set(kept.values()))),
+                        ', '.join(sorted(kept)))
         for consumer, (amount, have) in result.short.items():
             if (rp, consumer, amount, have) not in self._short_logged:
                 self._short_logged.add((rp, consumer, amount, have))
@@ -295,8 +310,9 @@ class GuestAcceleratorsMixin:
         try:
             context = nova_context.get_admin_context()
             links = moves.links(context)
+            in_domains = self._domain_units_lookup()
             for rp in sorted(self._our_providers([nodename])):
-                self._reconcile_provider(context, rp, links)
+                self._reconcile_provider(context, rp, links, in_domains)
         except Exception:
             LOG.exception('cyborg-nova: units of %s not reconciled with '
                           'Placement this cycle', nodename)
@@ -309,8 +325,57 @@ class GuestAcceleratorsMixin:
         return super().spawn(context, instance, image_meta, injected_files,
                              admin_password, allocations, *args, **kwargs)
 
+    def _live_attached(self, context, instance, consumer) -> list[str]:
+        """What ``consumer`` holds here beyond ``instance``'s flavor.
+
+        Units ``cyborg-nova instance-attach`` added to a running guest
+        are allocated to the instance but asked for by no flavor: Nova's
+        scheduler does not claim them on a destination, and its move
+        deletes them with the source's allocation. One sentence per
+        resource class held beyond what the flavor asks for (Nova's own
+        reading of the flavor, ``resources_from_flavor_and_bfv``), naming
+        the accelerators that hold it.
+        """
+        allocations = moves.consumer_allocations(context, consumer)
+        if not allocations:
+            return []
+        ours = self._our_providers()
+        held: dict[str, dict[str, int]] = {}
+        for rp, alloc in allocations.items():
+            if rp not in ours:
+                continue
+            for rc, amount in alloc.get('resources', {}).items():
+                held.setdefault(rc, {})[ours[rp][1]] = amount
+        if not held:
+            return []
+        asked = scheduler_utils.resources_from_flavor_and_bfv(
+            instance.flavor, False)
+        return ['%d %s on %s, its flavor asks for %d'
+                % (sum(by.values()), rc, ', '.join(sorted(by)),
+                   asked.get(rc, 0))
+                for rc, by in sorted(held.items())
+                if sum(by.values()) > asked.get(rc, 0)]
+
     def migrate_disk_and_power_off(self, context, instance, *args,
                                    **kwargs):
+        # Refused before the guest is touched: InstanceFaultRollback
+        # makes Nova put the instance back as it was, the allocations
+        # back to it, and fail the migration with this reason.
+        link = moves.links(context)(instance.uuid)
+        consumer = (link.migration if link is not None
+                    and link.instance == instance.uuid else instance.uuid)
+        extra = self._live_attached(context, instance, consumer)
+        if extra:
+            reason = ('instance %s holds accelerators attached to it '
+                      'live (instance-attach), which a resize or cold '
+                      'migration cannot carry: %s; detach them first '
+                      '(cyborg-nova instance-detach), or give the '
+                      'instance a flavor that asks for them'
+                      % (instance.uuid, '; '.join(extra)))
+            LOG.warning('cyborg-nova: move of %s refused: %s',
+                        instance.uuid, reason)
+            raise exception.InstanceFaultRollback(
+                inner_exception=exception.ResizeError(reason=reason))
         result = super().migrate_disk_and_power_off(context, instance,
                                                     *args, **kwargs)
         # Nova's conductor moved the instance's allocation here to the

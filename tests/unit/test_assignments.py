@@ -118,11 +118,16 @@ def test_trim_keeps_the_first_units(store_path):
     assert a.trim('vm1', PF, 1) == []
 
 
+def no_domains():
+    return {}
+
+
 def test_reconcile_frees_units_of_gone_consumers_only(store_path):
     a = make(store_path)
     a.assign('vm1', PF, VFS, 2)
     a.assign('vm2', PF, VFS, 1)
-    result = a.reconcile(PF, {'vm2': 1, 'vm3': 2}, time.time(), links())
+    result = a.reconcile(PF, {'vm2': 1, 'vm3': 2}, time.time(), links(),
+                         no_domains)
     assert result.released == {'vm1': VFS[:2]}
     assert result.short == {'vm3': (2, 0)}
     assert a.of_consumer('vm2') == {PF: VFS[2:3]}
@@ -163,7 +168,8 @@ def test_reconcile_after_a_same_host_confirm_frees_the_old_units(store_path):
     a = make(store_path)
     a.assign(MIG, PF, VFS, 2)
     a.assign('vm1', PF, VFS, 2)
-    result = a.reconcile(PF, {'vm1': 2}, time.time(), links('confirmed'))
+    result = a.reconcile(PF, {'vm1': 2}, time.time(), links('confirmed'),
+                         no_domains)
     assert result.released == {MIG: VFS[:2]}
     assert a.of_consumer('vm1') == {PF: VFS[2:4]}
 
@@ -177,6 +183,70 @@ def test_reconcile_after_a_same_host_revert_gives_the_old_units_back(
     assert result.moved == [(MIG, 'vm1', VFS[:2])]
     assert a.of_consumer('vm1') == {PF: VFS[:2]}
     assert len(a.all()) == 2
+
+
+def test_reconcile_keeps_units_a_domain_still_holds(store_path):
+    # vm1's allocation was deleted (by hand, or by Nova's API while it
+    # took the compute for down) but its domain still runs with two of
+    # its three VFs: those stay vm1's, marked kept for the domain; the
+    # third is freed.
+    a = make(store_path)
+    a.assign('vm1', PF, VFS, 3)
+    asked = []
+
+    def in_domains():
+        asked.append(1)
+        return {VFS[0]: 'vm1', VFS[1]: 'vm1', VFS[40]: 'other'}
+    result = a.reconcile(PF, {}, time.time(), links(), in_domains)
+    assert result.released == {'vm1': [VFS[2]]}
+    assert result.kept == {'vm1': {VFS[0]: 'vm1', VFS[1]: 'vm1'}}
+    assert a.of_consumer('vm1') == {PF: VFS[:2]}
+    assert {r.unit: r.kept_for for r in a.all()} == {
+        VFS[0]: 'vm1', VFS[1]: 'vm1'}
+    assert a.store.units.kept() == {PF: 2}
+    # Never handed out while kept: the next consumer gets other VFs.
+    assert a.assign('vm2', PF, VFS, 2) == VFS[2:4]
+    # A later cycle with the domain still there: nothing new to say.
+    result = a.reconcile(PF, {'vm2': 2}, time.time(), links(), in_domains)
+    assert not result
+    assert a.of_consumer('vm1') == {PF: VFS[:2]}
+    # Once the domain is gone, they are freed.
+    result = a.reconcile(PF, {'vm2': 2}, time.time(), links(), no_domains)
+    assert result.released == {'vm1': VFS[:2]}
+    assert a.store.units.kept() == {}
+    assert a.of_consumer('vm1') == {}
+
+
+def test_reconcile_asks_the_domains_only_for_gone_consumers(store_path):
+    a = make(store_path)
+    a.assign('vm1', PF, VFS, 2)
+
+    def in_domains():
+        raise AssertionError('asked without a gone consumer')
+    assert not a.reconcile(PF, {'vm1': 2}, time.time(), links(), in_domains)
+
+
+def test_reconcile_frees_nothing_when_the_domains_cannot_be_read(
+        store_path):
+    a = make(store_path)
+    a.assign('vm1', PF, VFS, 2)
+    for in_domains in (None, lambda: None):
+        result = a.reconcile(PF, {}, time.time(), links(), in_domains)
+        assert not result.released
+        assert a.of_consumer('vm1') == {PF: VFS[:2]}
+
+
+def test_a_kept_unit_serving_an_allocation_again_is_no_longer_kept(
+        store_path):
+    # The operator put the deleted allocation back.
+    a = make(store_path)
+    a.assign('vm1', PF, VFS, 1)
+    a.reconcile(PF, {}, time.time(), links(), lambda: {VFS[0]: 'vm1'})
+    assert a.store.units.kept() == {PF: 1}
+    result = a.reconcile(PF, {'vm1': 1}, time.time(), links(), no_domains)
+    assert not result.released
+    assert a.store.units.kept() == {}
+    assert a.of_consumer('vm1') == {PF: VFS[:1]}
 
 
 def test_rows_of_the_first_schema_carry_over(store_path):

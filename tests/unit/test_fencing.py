@@ -81,6 +81,18 @@ def test_units_that_left_the_device_stay_held():
                                    16) == 16
 
 
+def test_units_kept_for_a_domain_stay_reserved_on_a_ready_device():
+    acc = accelerator(resource_class='CUSTOM_QAT', total=16)
+    assert fencing.wanted_reserved(state_store.READY, acc, 'CUSTOM_QAT',
+                                   16, kept=3) == 3
+    assert providers.reserved(state_store.READY, acc, 16, 3) == 3
+    assert providers.inventory(acc, state_store.READY, 3)['CUSTOM_QAT'][
+        'reserved'] == 3
+    # Fenced: everything, whatever is kept.
+    assert fencing.wanted_reserved(state_store.HELD, acc, 'CUSTOM_QAT',
+                                   16, kept=3) == 16
+
+
 def test_plan_lists_only_what_differs():
     inventories = {'PGPU': record(1, 0), 'VGPU': record(4, 4)}
     assert fencing.plan(inventories, state_store.READY, accelerator()) == {}
@@ -163,6 +175,16 @@ def test_nothing_is_written_when_placement_agrees():
                                   accelerator())
     assert result.outcome == fencing.UNCHANGED
     assert [r[0] for r in client.requests] == ['GET']
+
+
+def test_an_unfence_leaves_the_kept_units_reserved():
+    client = FakePlacement({'CUSTOM_QAT': record(16, 16)})
+    result = fencing.Fencer(client, backoff=0.001,
+                            kept=lambda: {UUID: 2, 'other': 5}).apply(
+        '0000:3b:00.0', UUID, state_store.READY,
+        accelerator(resource_class='CUSTOM_QAT', total=16))
+    assert result.reserved == {'CUSTOM_QAT': 2}
+    assert client.inventories['CUSTOM_QAT']['reserved'] == 2
 
 
 def test_a_conflict_is_reread_and_retried():

@@ -24,7 +24,13 @@ import shutil
 
 from nova import context as nova_context
 from nova import objects
+from nova.scheduler.client import report
+from nova.tests.fixtures import libvirt as fakelibvirt
 
+from cyborg_nova.hotplug import flow
+from cyborg_nova.hotplug import guest as hotplug_guest
+from cyborg_nova import state
+from cyborg_nova.virt import extension
 from tests.functional.nova import moves
 
 
@@ -219,6 +225,64 @@ class TestResize(moves.MovesTestCase):
         self.check()
 
 
+class TestLiveAttached(moves.MovesTestCase):
+    """A device attached live (instance-attach) and a cold move."""
+
+    OTHER_PF = '0000:e8:00.0'
+
+    def attach(self, server):
+        """What ``cyborg-nova instance-attach`` does, on fakelibvirt."""
+        driver = self.computes['host1'].driver
+        accelerator = driver._updater().discoverer.discover().by_address()[
+            self.OTHER_PF]
+        guest = hotplug_guest.LibvirtGuest(
+            fakelibvirt, driver._host.get_connection(),
+            self.domain('host1', server), server['id'],
+            hotplug_guest.PciHostdev())
+        client = extension.ReportClientAdapter(
+            report.report_client_singleton())
+        store = state.StateStore(os.path.join(self.workdir, 'host1',
+                                              'state.sqlite'))
+        return client, store, guest, accelerator
+
+    def test_a_live_attached_device_refuses_the_move_naming_it(self):
+        server = self.start_on('host1', self.qat_flavor(2))
+        client, store, guest, acc = self.attach(server)
+        result = flow.attach(client, store, 'host1', guest, acc, 1)
+        self.assertEqual(1, len(result.units))
+        usage = self.usage()
+        held = self.units(server, 'host1')
+        self.assertEqual(3, len(held))
+        # The cold migration is refused on the source before the guest
+        # is touched; Nova puts everything back.
+        self.api.post_server_action(server['id'], {'migrate': None})
+        self._wait_for_migration_status(server, ['error'])
+        server = self._wait_for_state_change(server, 'ACTIVE')
+        self.assertEqual('host1', server['OS-EXT-SRV-ATTR:host'])
+        self.assertIn('which a resize or cold migration cannot carry: 3 '
+                      'CUSTOM_QAT on 0000:70:00.0, %s, its flavor asks for '
+                      '2; detach them first' % self.OTHER_PF,
+                      self.stdlog.logger.output)
+        self.assertEqual(usage, self.usage())
+        self.assertEqual(held, self.units(server, 'host1'))
+        self.assertEqual(3, len(moves.hostdevs(self.domain(
+            'host1', server).XMLDesc(0))))
+        # A resize likewise.
+        self.api.post_server_action(
+            server['id'], {'resize': {'flavorRef': self.qat_flavor(4)}})
+        self._wait_for_migration_status(server, ['error'])
+        server = self._wait_for_state_change(server, 'ACTIVE')
+        self.assertEqual(usage, self.usage())
+        # Detached, the move goes through and the guest keeps its two.
+        flow.detach(client, store, 'host1', guest, acc, timeout=5)
+        self.assertEqual(2, len(self.units(server, 'host1')))
+        server = self._migrate_server(server)
+        self.assertEqual('host2', server['OS-EXT-SRV-ATTR:host'])
+        self._confirm_resize(server)
+        self.assertEqual(2, len(self.units(server, 'host2')))
+        self.check()
+
+
 class TestInPlace(moves.MovesTestCase):
     """Operations that keep the instance on its host."""
 
@@ -279,14 +343,63 @@ class TestInPlace(moves.MovesTestCase):
         self.check()
         server = self.start_on('host1', self.qat_flavor(2))
         self.stop_host('host1')
+        units = self.units(server)
         self.delete(server)
-        # Deleted by the API while the compute was down: the host's
-        # units are freed once it is back and reconciles with Placement.
-        self.assertEqual(2, len(self.units(server)))
+        # Deleted by the API while the compute was down: Placement holds
+        # nothing of it, but its domain is still on the host. Once the
+        # compute is back, the units stay the domain's, reserved, and a
+        # server asking for every VF finds no room ...
+        self.assertEqual(2, len(units))
         self.restart_host('host1')
         self.cycle()
-        self.assertEqual([], self.units(server))
+        self.assertEqual(units, self.units(server))
+        self.assertEqual(dict.fromkeys(units, server['id']),
+                         self.kept('host1'))
+        self.assertEqual(2, self.reserved('host1', moves.DC_PF))
+        self.assertIn('kept, and reserved, until the domain is gone',
+                      self.stdlog.logger.output)
         self.check()
+        self.start_on('host1', self.qat_flavor(16), expected_state='ERROR')
+        # ... until Nova reaps the domain of the deleted instance; then
+        # they are freed, and the whole PF is offered again.
+        self.reap('host1')
+        self.cycle()
+        self.assertEqual([], self.units(server))
+        self.assertEqual(0, self.reserved('host1', moves.DC_PF))
+        self.check()
+        full = self.start_on('host1', self.qat_flavor(16))
+        self.assertEqual(16, len(self.units(full)))
+
+    def test_a_running_guest_whose_allocation_is_deleted_keeps_its_units(
+            self):
+        # An operator deletes the running server's allocation by hand.
+        resp = self.placement.delete('/allocations/%s' % self.server['id'])
+        self.assertEqual(204, resp.status)
+        self.cycle()
+        # Its guest still has both VFs: they stay its own, kept for its
+        # domain and reserved in Placement ...
+        self.assertEqual(self.before, self.units(self.server))
+        self.assertEqual(dict.fromkeys(self.before, self.server['id']),
+                         self.kept('host1'))
+        self.assertEqual(2, self.reserved('host1', moves.DC_PF))
+        self.assertEqual(self.before, self.xml_units(self.server))
+        # ... so a 16-VF server finds no room, and a 14-VF one gets the
+        # other VFs, never these.
+        self.start_on('host1', self.qat_flavor(16), expected_state='ERROR')
+        other = self.start_on('host1', self.qat_flavor(14))
+        self.assertEqual([], sorted(set(self.units(other)) &
+                                    set(self.before)))
+        self.check()
+        # The operator destroys the domain: at the next cycle the units
+        # are freed and the reservation goes.
+        dom = self.domain('host1', self.server)
+        dom.destroy()
+        dom.undefine()
+        self.cycle()
+        self.assertEqual([], self.units(self.server))
+        self.assertEqual({}, self.kept('host1'))
+        self.assertEqual(0, self.reserved('host1', moves.DC_PF))
+        self.delete(other)
         full = self.start_on('host1', self.qat_flavor(16))
         self.assertEqual(16, len(self.units(full)))
 

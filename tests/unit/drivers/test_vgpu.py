@@ -12,12 +12,15 @@
 
 """NVIDIA vGPUs: vendor-specific VFIO VFs and mdev types, on ABI trees."""
 
+import dataclasses
+import json
 import os
 
 from oslo_config import cfg
 import pytest
 
 from cyborg_drivers import base
+from cyborg_drivers import device as device_model
 from cyborg_drivers import discovery
 from cyborg_drivers.drivers import nvidia_gpu
 from cyborg_drivers import loader
@@ -330,3 +333,22 @@ def test_without_nova_mdev_types_nothing_is_held_back(host_tree):
                      'enabled_vgpu_types = nvidia-474\n'
                      '[devices]\nenabled_mdev_types =\n').by_address()
     assert all(not acc.problems for acc in found.values())
+
+
+@pytest.mark.parametrize('profile, conf_text', [
+    ('vgpu-vfio-host', 'vfio_vgpu_types = 0000:41:00.0=1414, '
+                       '10de:2bb5=1520\n'),
+    ('mdev-vf-host', 'enabled_vgpu_types = nvidia-471\n'),
+    ('gpu-host', 'enabled_vgpu_types = nvidia-223,nvidia-222\n'),
+])
+def test_every_field_survives_the_driver_api(host_tree, profile, conf_text):
+    # What an out-of-process driver serves over the internal API
+    # (to_hardware, as JSON) comes back as the very device the driver
+    # found, vGPU type, framework, mdev types and mdev units included.
+    found = discover(host_tree(profile), conf_text).accelerators
+    vgpus = [a for a in found if dict(a.capabilities).get(vgpu.FRAMEWORK)]
+    assert vgpus, 'no vGPU accelerator on %s to carry' % profile
+    for acc in found:
+        entry = json.loads(json.dumps(acc.to_hardware('compute-1')))
+        assert device_model.from_hardware(entry) == dataclasses.replace(
+            acc, remote=True)

@@ -170,7 +170,7 @@ def fresh(tmp_path):
 
 
 def test_a_new_store_is_at_the_latest_version(fresh):
-    assert fresh['version'] == migrations.LATEST == 3
+    assert fresh['version'] == migrations.LATEST == 4
     assert sorted(fresh['columns']) == [
         'device_services', 'devices', 'drivers', 'program_jobs',
         'program_steps', 'remote_drivers', 'unit_assignments',

@@ -56,6 +56,18 @@ def read_allocations(client, consumer: str) -> dict:
         raise _refused(exc) from exc
 
 
+def _consumer_type(body: dict) -> str:
+    """The type to write back: the consumer's own, or ``INSTANCE``.
+
+    Placement answers ``unknown`` for a consumer written without a type
+    (Nova's scheduler claims at a microversion before 1.38) and refuses
+    that value in a PUT; the consumer of an attach is an instance, which
+    is what Nova writes where it gives a type.
+    """
+    found = body.get('consumer_type')
+    return found if found and found != 'unknown' else 'INSTANCE'
+
+
 def change_allocations(client, consumer: str,
                        mutate: Callable[[Allocations], Allocations | None],
                        retries: int = CONFLICT_RETRIES
@@ -89,7 +101,7 @@ def change_allocations(client, consumer: str,
             'consumer_generation': body['consumer_generation'],
             'project_id': body['project_id'],
             'user_id': body['user_id'],
-            'consumer_type': body.get('consumer_type', 'INSTANCE'),
+            'consumer_type': _consumer_type(body),
         })
         return body, wanted
 

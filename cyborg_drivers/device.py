@@ -200,6 +200,12 @@ class Accelerator:
             **self._details(),
         }
 
+    #: The keys of a :meth:`to_hardware` entry beyond the internal API
+    #: spec's (``uuid``, ``acc_specs``, ``acc_status``): this project's
+    #: extension, all of which :func:`from_hardware` reads back.
+    HARDWARE_EXTENSION_KEYS = ('driver', 'pci', 'placement', 'fpga_regions',
+                               'mdev_types', 'mdev_units', 'problems')
+
     def to_hardware(self, nodename: str) -> dict:
         """One entry of the internal API's ``GET /hardware`` list.
 

@@ -122,6 +122,28 @@ class VgpuKernel:
     def clear_vgpu_type(self, vf: str, type_id: int) -> None:
         self.ops.clear_vgpu_type(vf, type_id)
         self._record(self._vf_file(vf, vgpu.CURRENT))
-        if vf in self._creatable:
+        text = self._creatable.pop(vf, None)
+        if text is None:
+            # A VF that held its type before this kernel saw it write
+            # one: free again, it offers what its free siblings offer.
+            text = self._free_sibling_offer(vf)
+        if text is not None:
             with open(self._vf_file(vf, vgpu.CREATABLE), 'w') as f:
-                f.write(self._creatable.pop(vf))
+                f.write(text)
+
+    def _free_sibling_offer(self, vf: str) -> str | None:
+        pf = os.path.basename(os.path.realpath(os.path.join(
+            self._dev(vf), 'physfn')))
+        pf_dir = self._dev(pf)
+        for name in sorted(os.listdir(pf_dir)):
+            if not name.startswith('virtfn'):
+                continue
+            sibling = os.path.basename(os.path.realpath(
+                os.path.join(pf_dir, name)))
+            if sibling == vf or vgpu.held_type(self.root, sibling):
+                continue
+            with open(self._vf_file(sibling, vgpu.CREATABLE)) as f:
+                text = f.read()
+            if vgpu.parse_creatable(text):
+                return text
+        return None

@@ -93,7 +93,7 @@ ENTRY_SCHEMA = {
 #: Keys of an entry kept beyond the spec's: this project's extension,
 #: what Placement and the guest need (see
 #: :meth:`cyborg_drivers.device.Accelerator.to_hardware`).
-EXTENSION_KEYS = ('driver', 'pci', 'placement', 'problems')
+EXTENSION_KEYS = device_model.Accelerator.HARDWARE_EXTENSION_KEYS
 
 #: ``on_change(endpoint, type, state, hardware)``: a driver's state or
 #: devices as polled differ from what was last handed over.

@@ -25,6 +25,7 @@ from cyborg_drivers import discovery
 from cyborg_drivers.drivers import nvidia_gpu
 from cyborg_drivers import loader
 from cyborg_drivers import vgpu
+from cyborg_nova.agent import remote
 
 H200 = '0000:41:00.0'
 H200_VFS = ['0000:41:00.%d' % f for f in range(4, 8)] + [
@@ -348,7 +349,15 @@ def test_every_field_survives_the_driver_api(host_tree, profile, conf_text):
     found = discover(host_tree(profile), conf_text).accelerators
     vgpus = [a for a in found if dict(a.capabilities).get(vgpu.FRAMEWORK)]
     assert vgpus, 'no vGPU accelerator on %s to carry' % profile
-    for acc in found:
-        entry = json.loads(json.dumps(acc.to_hardware('compute-1')))
+    served = {'hardware': [json.loads(json.dumps(a.to_hardware('cn1')))
+                           for a in found]}
+    # As the agent takes them from the driver's GET /hardware.
+    entries, problems = remote.parse_hardware(served)
+    assert problems == []
+    assert len(entries) == len(found)
+    for acc, entry in zip(found, entries):
         assert device_model.from_hardware(entry) == dataclasses.replace(
             acc, remote=True)
+    hardware = device_model.Accelerator.HARDWARE_EXTENSION_KEYS
+    assert set(served['hardware'][0]) == {'uuid', 'acc_specs',
+                                          'acc_status', *hardware}

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import logging
 import time
+from xml.etree import ElementTree
 
 from nova.compute import task_states
 from nova import context as nova_context
@@ -63,6 +64,10 @@ from cyborg_nova import vgpus
 from cyborg_nova.virt import moves
 
 LOG = logging.getLogger(__name__)
+
+#: Seconds a suspending guest has to release each PCI unit unplugged
+#: from it (a Linux guest's PCIe hot-plug driver waits 5 s first).
+SUSPEND_DETACH_TIMEOUT = 60
 
 # Task states in which cleanup() destroys a guest that comes back on
 # this host at once, so it keeps its units.
@@ -427,6 +432,90 @@ class GuestAcceleratorsMixin:
         if allocations is not None:
             self._sync_units(context, instance, allocations, strict=False)
         return super()._hard_reboot(context, instance, *args, **kwargs)
+
+    # -- suspend and resume --------------------------------------------------
+
+    def _pci_units(self, instance) -> list[str]:
+        """The PCI functions ``instance`` holds on this host, sorted."""
+        held = self._assignments().of_consumer(instance.uuid,
+                                               self._our_providers())
+        return sorted(u for units in held.values() for u in units
+                      if device_model.is_pci_address(u))
+
+    def _unit_hostdev(self, unit: str):
+        return pci_hostdev(unit, managed=not vgpu.is_vendor_vfio(
+            self._sysfs_root(), unit))
+
+    @staticmethod
+    def _in_guest(guest, unit: str) -> bool:
+        # The libvirtd's own description of its domain, not user input.
+        return guest_xml.hostdev_in_domain(
+            ElementTree.fromstring(guest.get_xml_desc()),  # nosec B314
+            unit)
+
+    def suspend(self, context, instance):
+        # QEMU cannot save a guest that has a VFIO device without
+        # migration support, and libvirt refuses the managed save (shown
+        # on a real kernel and libvirt by the real-kernel tests). As
+        # Nova does for its own PCI devices and mdevs: the units are
+        # unplugged from the running guest first (its definition keeps
+        # them, and the allocation and the units stay the instance's),
+        # and plugged in again at resume. Nova's own suspend unplugs the
+        # mdevs, ours among them.
+        guest = self._host.get_guest(instance)
+        units = [u for u in self._pci_units(instance)
+                 if self._in_guest(guest, u)]
+        unplugged = []
+        try:
+            for unit in units:
+                guest.detach_device(self._unit_hostdev(unit), live=True)
+                deadline = time.monotonic() + SUSPEND_DETACH_TIMEOUT
+                while self._in_guest(guest, unit):
+                    if time.monotonic() > deadline:
+                        raise exception.InstanceSuspendFailure(
+                            reason='the guest did not release accelerator '
+                                   'unit %s within %d s'
+                                   % (unit, SUSPEND_DETACH_TIMEOUT))
+                    time.sleep(0.5)
+                unplugged.append(unit)
+            if unplugged:
+                LOG.info('Instance %s: accelerator units %s unplugged for '
+                         'the suspend', instance.uuid, ', '.join(unplugged))
+            return super().suspend(context, instance)
+        except Exception as exc:
+            self._replug(guest, instance, unplugged)
+            if isinstance(exc, exception.InstanceFaultRollback):
+                raise
+            raise exception.InstanceFaultRollback(
+                inner_exception=exception.InstanceSuspendFailure(
+                    reason='accelerator units of instance %s: %s'
+                           % (instance.uuid, exc)))
+
+    def _replug(self, guest, instance, units) -> list[str]:
+        """Plug ``units`` into the running guest where missing; which."""
+        plugged = []
+        for unit in units:
+            try:
+                if not self._in_guest(guest, unit):
+                    guest.attach_device(self._unit_hostdev(unit), live=True)
+                    plugged.append(unit)
+            except Exception as exc:
+                LOG.error('Instance %s: accelerator unit %s could not be '
+                          'plugged in again: %s; a hard reboot gives the '
+                          'guest its units', instance.uuid, unit, exc)
+        return plugged
+
+    def resume(self, context, instance, network_info, *args, **kwargs):
+        result = super().resume(context, instance, network_info, *args,
+                                **kwargs)
+        # Restored from the save image, which has no unit: they go back
+        # in as they went out.
+        plugged = self._replug(self._host.get_guest(instance), instance,
+                               self._pci_units(instance))
+        if plugged:
+            LOG.info('Instance %s: accelerator units %s plugged in again '
+                     'after the resume', instance.uuid, ', '.join(plugged))
+        return result
 
     def check_can_live_migrate_source(self, context, instance,
                                       dest_check_data, *args, **kwargs):

@@ -120,8 +120,20 @@ class MovesTestCase(base.LibvirtAcceleratorTestCase):
                       for u in us)
 
     def xml_units(self, server, host=None):
+        """The units in ``server``'s guest on ``host``.
+
+        The running domain's XML where fakelibvirt has the domain (what
+        hot-plug changed included), else the last one Nova defined.
+        """
         host = host or server['OS-EXT-SRV-ATTR:host']
-        return hostdevs(self.defined[(host, server['id'])])
+        return hostdevs(self.guest_xml(server, host))
+
+    def guest_xml(self, server, host):
+        conn = self.computes[host].driver._host.get_connection()
+        try:
+            return conn.lookupByUUIDString(server['id']).XMLDesc(0)
+        except fakelibvirt.libvirtError:
+            return self.defined[(host, server['id'])]
 
     def start_on(self, host, flavor, **kwargs):
         """A server built on ``host``."""

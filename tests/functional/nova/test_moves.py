@@ -22,6 +22,8 @@ serves two consumers, and every guest's XML has exactly its units.
 import os
 import shutil
 
+import fixtures
+
 from nova import context as nova_context
 from nova import objects
 from nova.scheduler.client import report
@@ -320,9 +322,35 @@ class TestInPlace(moves.MovesTestCase):
         self.assert_same_units(self.server)
 
     def test_suspend_resume(self):
+        dom = self.domain('host1', self.server)
+        self.assertEqual(self.before, moves.hostdevs(dom.XMLDesc(0)))
+        usage = self.usage()
+        unplugged = []
+        real = fakelibvirt.Domain.detachDeviceFlags
+
+        def detach(dom, xml, flags):
+            # Unplugged from the running guest only: its definition
+            # keeps them for the resume.
+            unplugged.append((moves.hostdevs('<domain><devices>%s'
+                                             '</devices></domain>' % xml),
+                              flags))
+            return real(dom, xml, flags)
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Domain.detachDeviceFlags', detach))
         self._suspend_server(self.server)
+        self.assertEqual([([u], fakelibvirt.VIR_DOMAIN_AFFECT_LIVE)
+                          for u in self.before], unplugged)
+        # Still the instance's, in the store and in Placement.
+        self.assertEqual(self.before, self.units(self.server, 'host1'))
+        self.assertEqual(usage, self.usage())
         self._resume_server(self.server)
-        self.assert_same_units(self.server)
+        # Plugged into the running guest again.
+        self.assertEqual(self.before, moves.hostdevs(
+            self.domain('host1', self.server).XMLDesc(0)))
+        self.assertIn('accelerator units %s plugged in again after the '
+                      'resume' % ', '.join(self.before),
+                      self.stdlog.logger.output)
+        self.assertEqual(usage, self.check())
 
     def test_rebuild(self):
         server = self._rebuild_server(self.server,

@@ -148,8 +148,7 @@ class VgpuMovesTestCase(moves.MovesTestCase):
 
     def xml_units(self, server, host=None):
         host = host or server['OS-EXT-SRV-ATTR:host']
-        return sorted(audit.hostdev_addresses(
-            self.defined[(host, server['id'])]))
+        return sorted(audit.hostdev_addresses(self.guest_xml(server, host)))
 
     def remote_providers(self, host):
         """{PCI address: provider uuid} of the out-of-process devices."""

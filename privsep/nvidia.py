@@ -10,7 +10,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Privileged vGPU type changes on NVIDIA's vendor-specific VFIO VFs.
+"""Privileged changes to NVIDIA GPUs: vGPU types and SR-IOV VFs.
 
 With vGPU 17+ on Ada, Hopper and Blackwell a vGPU is made by writing a
 type id to a VF's ``nvidia/current_vgpu_type`` and removed by writing 0.
@@ -19,17 +19,26 @@ must be an NVIDIA SR-IOV VF with those files, the type one its
 ``creatable_vgpu_types`` lists, and a VF already holding a type is never
 changed to another: clearing names the type expected there, so a type
 someone else set is never taken away.
+
+A GPU's VFs are enabled and disabled the way NVIDIA documents it, with
+its ``sriov-manage`` script (``-e``: every VF, ``-d``: none), never by a
+``sriov_numvfs`` write: :func:`set_num_vfs_of_gpu`, which
+:func:`privsep.pci.set_num_vfs` hands NVIDIA GPUs to.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 
 from cyborg_drivers import vgpu
 import privsep
 from privsep import _common
 
 _VENDOR_NVIDIA = '0x10de'
+# The kernel driver whose GPUs sriov-manage manages.
+_NVIDIA_DRIVER = 'nvidia'
+_OUTPUT_TAIL = 2000
 
 
 def _type_id(value: object, allow_zero: bool = False) -> int:
@@ -127,3 +136,70 @@ def _clear_vgpu_type(sysfs_root: str, address: str, type_id: int) -> None:
             'VF %s holds vGPU type %d, not %d; it is left as it is'
             % (address, held, type_id))
     _common.write_attr(current, '0')
+
+
+# -- SR-IOV VFs of a GPU ----------------------------------------------------
+
+def manages_vfs(dev: str) -> bool:
+    """Whether NVIDIA's ``sriov-manage`` changes the VFs of ``dev``.
+
+    ``dev`` is a function's sysfs directory; it is so for a display
+    controller of NVIDIA's bound to its ``nvidia`` driver.
+    """
+    driver = os.path.join(dev, 'driver')
+    return (_common.read_attr(os.path.join(dev, 'vendor')) == _VENDOR_NVIDIA
+            and (_common.read_attr(os.path.join(dev, 'class')) or ''
+                 ).startswith('0x03')
+            and os.path.islink(driver)
+            and os.path.basename(os.readlink(driver)) == _NVIDIA_DRIVER)
+
+
+def set_num_vfs_of_gpu(dev: str, address: str, count: int, total: int,
+                       current: int, *, tool: str, timeout: float,
+                       run=subprocess.run) -> int:
+    """``count`` VFs on the NVIDIA GPU at ``address``, by ``sriov-manage``.
+
+    Called by :func:`privsep.pci.set_num_vfs` with the checked count and
+    the PF's sysfs directory ``dev``. The script enables every VF or
+    none, so ``count`` must be 0 or ``total``.
+
+    :raises OutOfRange: another count.
+    :raises NotPossible: the script is not installed, failed, timed out,
+        or left another count than asked.
+    """
+    if current == count:
+        return count
+    if count not in (0, total):
+        raise privsep.OutOfRange(
+            'NVIDIA GPU %s enables all of its %d VFs or none (NVIDIA\'s '
+            'sriov-manage), not %d' % (address, total, count))
+    if not os.path.isabs(tool) or not os.access(tool, os.X_OK):
+        raise privsep.NotPossible(
+            'NVIDIA\'s sriov-manage is not at %s ([cyborg_nova_privsep] '
+            'nvidia_sriov_manage of the privsep daemon); it enables the '
+            'VFs of %s' % (tool, address))
+    argv = [tool, '-e' if count else '-d', address]
+    _common.LOG.info('VFs of NVIDIA GPU %s: %d -> %d: %s', address, current,
+                     count, ' '.join(argv))
+    try:
+        proc = run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                   stderr=subprocess.STDOUT, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise privsep.NotPossible('sriov-manage did not finish within %s s '
+                                  'for %s; it was killed' % (timeout,
+                                                             address))
+    except OSError as exc:
+        raise privsep.NotPossible('cannot run %s: %s' % (tool, exc))
+    output = (proc.stdout or b'').decode('utf-8', 'replace').strip()
+    if proc.returncode != 0:
+        raise privsep.NotPossible(
+            'sriov-manage %s %s exited with status %s: %s' % (
+                argv[1], address, proc.returncode,
+                output[-_OUTPUT_TAIL:] or 'no output'))
+    after = _common.read_attr(os.path.join(dev, 'sriov_numvfs'))
+    if after != str(count):
+        raise privsep.NotPossible(
+            'sriov-manage %s %s left sriov_numvfs at %s, not %d: %s'
+            % (argv[1], address, after, count,
+               output[-_OUTPUT_TAIL:] or 'no output'))
+    return count

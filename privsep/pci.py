@@ -25,6 +25,7 @@ import os
 
 import privsep
 from privsep import _common
+from privsep import nvidia
 
 VFIO_DRIVER = 'vfio-pci'
 
@@ -130,17 +131,27 @@ def set_num_vfs(address: str, count: int) -> int:
 
     0 disables them all. The kernel refuses to change a non-zero count to
     another non-zero count, so that is done through 0: the existing VFs
-    disappear first (their users must be gone already).
+    disappear first (their users must be gone already). An NVIDIA GPU
+    bound to NVIDIA's driver gets its VFs through NVIDIA's
+    ``sriov-manage`` instead (:func:`privsep.nvidia.set_num_vfs_of_gpu`:
+    every VF or none).
 
     :returns: ``count``, now in ``sriov_numvfs``.
     :raises InvalidArgument: (or a subclass) a bad or unknown address, a
         function without SR-IOV, a count that is not an integer or is
-        outside 0 to ``sriov_totalvfs``; nothing was written.
+        outside 0 to ``sriov_totalvfs`` (for an NVIDIA GPU: not 0 nor
+        all); nothing was written.
+    :raises NotPossible: ``sriov-manage`` is missing or failed.
     """
-    return _set_num_vfs(_common.sysfs_root(), address, count)
+    conf = _common.privileged_conf()
+    return _set_num_vfs(_common.sysfs_root(), address, count,
+                        sriov_manage=conf.nvidia_sriov_manage,
+                        sriov_manage_timeout=conf.nvidia_sriov_manage_timeout)
 
 
-def _set_num_vfs(sysfs_root: str, address: str, count: int) -> int:
+def _set_num_vfs(sysfs_root: str, address: str, count: int, *,
+                 sriov_manage: str = '/usr/lib/nvidia/sriov-manage',
+                 sriov_manage_timeout: float = 120, run=None) -> int:
     dev = _common.device_dir(sysfs_root, address)
     # bool is an int subclass; True VFs is a caller's bug, not 1.
     if not isinstance(count, int) or isinstance(count, bool):
@@ -162,6 +173,11 @@ def _set_num_vfs(sysfs_root: str, address: str, count: int) -> int:
             'count %d is out of range for %s: 0 to %s (sriov_totalvfs)'
             % (count, address, total))
 
+    if nvidia.manages_vfs(dev):
+        kwargs = {'run': run} if run is not None else {}
+        return nvidia.set_num_vfs_of_gpu(
+            dev, address, count, int(total), int(current),
+            tool=sriov_manage, timeout=sriov_manage_timeout, **kwargs)
     if int(current) == count:
         return count
     if int(current) and count:

@@ -289,7 +289,9 @@ def capture(dest: str, root: str = '/sys',
     tmp = tempfile.mkdtemp(prefix='.%s.' % os.path.basename(dest),
                            dir=parent)
     try:
-        os.chmod(tmp, 0o755)  # nosec B103: sysfs folders are 0755
+        # A directory, and sysfs directories are 0755: the capture must
+        # read like the host for unprivileged readers too.
+        os.chmod(tmp, 0o755)  # nosec B103
         job = _Capture(root, tmp)
         for address in wanted:
             job.function(address)

@@ -97,6 +97,34 @@ Related options:
 * ``[cyborg_nova] bitstream_dir`` (what the services validate against;
   set both together)
 """),
+    cfg.StrOpt(
+        'nvidia_sriov_manage',
+        default='/usr/lib/nvidia/sriov-manage',
+        help="""
+NVIDIA's ``sriov-manage`` script (an absolute path), installed with the
+vGPU manager. NVIDIA documents it as the only way to enable or disable a
+GPU's SR-IOV VFs, so a VF count change on an NVIDIA GPU bound to NVIDIA's
+``nvidia`` driver (``driver-update --num-vfs``, and writing the recorded
+count back after a host reboot) runs ``sriov-manage -e <address>`` (every
+VF) or ``sriov-manage -d <address>`` (none) instead of writing
+``sriov_numvfs``. Other devices get the sysfs write.
+
+Related options:
+
+* ``nvidia_sriov_manage_timeout``
+"""),
+    cfg.IntOpt(
+        'nvidia_sriov_manage_timeout',
+        default=120,
+        min=1,
+        help="""
+Seconds ``sriov-manage`` may run before the privileged helper kills it
+and reports the VF count change as failed.
+
+Related options:
+
+* ``nvidia_sriov_manage``
+"""),
     cfg.IntOpt(
         'fpga_program_timeout',
         default=600,

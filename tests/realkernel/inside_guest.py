@@ -248,6 +248,67 @@ def test_hard_reboot_keeps_the_same_vf(guest, igb):
     assert guest.hostdevs() == before
 
 
+def boots(console: str) -> int:
+    """How many times L2 has booted, by its console."""
+    with open(console, errors='replace') as f:
+        return sum(1 for line in f if line.startswith('L2: up'))
+
+
+def test_a_suspend_needs_the_vf_out_of_the_guest(guest, igb):
+    """Why cyborg-nova's suspend unplugs units, on real libvirt and QEMU.
+
+    The steps of ``GuestAcceleratorsMixin.suspend`` and ``resume`` (and
+    of Nova's libvirt driver around them), on the guest's real VF.
+    """
+    libvirt = guest.libvirt
+    (vf,) = guest.units()
+    booted = boots(guest.console)
+    # A managed save of a guest with the VF in it: refused, and the
+    # guest runs on with its VF.
+    with pytest.raises(libvirt.libvirtError) as caught:
+        guest.dom.managedSave(0)
+    l1.record('managed_save_with_a_vf_refused', str(caught.value))
+    assert guest.dom.isActive()
+    assert not guest.dom.hasManagedSaveImage(0)
+    sees(guest.console, l1.IGB_VF, 1)
+
+    # Unplugged from the running guest only: the definition keeps it.
+    started = time.monotonic()
+    guest.dom.detachDeviceFlags(guest_xml.pci_hostdev_xml(vf),
+                                libvirt.VIR_DOMAIN_AFFECT_LIVE)
+    l1.wait_for(lambda: guest.hostdevs() == [], timeout=BOOT,
+                what='the VF out of the running guest')
+    sees(guest.console, l1.IGB_VF, 0)
+    from xml.etree import ElementTree
+    assert guest_xml.hostdev_in_domain(ElementTree.fromstring(
+        guest.dom.XMLDesc(libvirt.VIR_DOMAIN_XML_INACTIVE)), vf)
+    # Saved, the VF back on L1's driver and still the instance's.
+    guest.dom.managedSave(0)
+    l1.record('l2_unplug_and_save_s', l1.elapsed(started))
+    assert not guest.dom.isActive()
+    assert guest.dom.hasManagedSaveImage(0)
+    l1.wait_for(lambda: l1.driver(vf) == 'igbvf', what='igbvf back')
+    assert guest.units() == [vf]
+
+    # Resumed as Nova resumes: its definition written again (with the
+    # VF), started from the save image, which has none ...
+    started = time.monotonic()
+    guest.dom = guest.conn.defineXML(guest.dom.XMLDesc(
+        libvirt.VIR_DOMAIN_XML_INACTIVE))
+    guest.dom.create()
+    assert guest.dom.isActive()
+    assert guest.hostdevs() == []
+    # ... then the VF plugged in again: L2 sees it, and was never
+    # booted again.
+    guest.dom.attachDeviceFlags(guest_xml.pci_hostdev_xml(vf),
+                                libvirt.VIR_DOMAIN_AFFECT_LIVE)
+    sees(guest.console, l1.IGB_VF, 1)
+    l1.record('l2_resume_and_replug_to_vf_seen_s', l1.elapsed(started))
+    assert guest.hostdevs() == [vf]
+    assert l1.driver(vf) == 'vfio-pci'
+    assert boots(guest.console) == booted
+
+
 def test_live_attach_and_detach_of_a_second_vf(guest):
     nvme = l1.pf(l1.NVME)
     provider = l1.provider(nvme)

@@ -69,9 +69,10 @@ def daemons_for(tmp_path, profile):
     conf_d = tmp_path / 'nova.conf.d'
     conf_d.mkdir()
     conf = tmp_path / 'privsep.conf'
+    tool = fakesysfs.sriov_manage(tmp_path, root)
     text = ('[cyborg_nova_privsep]\nsysfs_root = %s\n'
-            'pci_device_spec_file = %s\n'
-            % (root, conf_d / '60-cyborg-nova-pci.conf'))
+            'pci_device_spec_file = %s\nnvidia_sriov_manage = %s\n'
+            % (root, conf_d / '60-cyborg-nova-pci.conf', tool))
     if os.geteuid() != 0:
         # Without root there are no capabilities to keep; the fake tree
         # and the temporary directory are the test user's anyway.
@@ -90,6 +91,7 @@ def daemons_for(tmp_path, profile):
     class Host:
         sysfs_root = root
         drop_in = str(conf_d / '60-cyborg-nova-pci.conf')
+        sriov_manage = tool
 
     yield Host
     for context in CONTEXTS:
@@ -103,9 +105,14 @@ def test_pci_through_the_daemon(host):
         host.sysfs_root, T4, 'driver_override')) == 'vfio-pci'
     assert fakesysfs.read(os.path.join(
         host.sysfs_root, 'bus', 'pci', 'drivers_probe')) == T4
-    assert privsep.pci.set_num_vfs(A100, 8) == 8
+    # An NVIDIA GPU's VFs: all of them, through NVIDIA's script, which
+    # the daemon's own config names.
+    assert privsep.pci.set_num_vfs(A100, 16) == 16
+    assert fakesysfs.calls(host.sriov_manage) == ['-e %s' % A100]
     assert fakesysfs.read(fakesysfs.device(
-        host.sysfs_root, A100, 'sriov_numvfs')) == '8'
+        host.sysfs_root, A100, 'sriov_numvfs')).strip() == '16'
+    with pytest.raises(privsep.OutOfRange, match='all of its 16 VFs'):
+        privsep.pci.set_num_vfs(A100, 8)
     assert privsep.pci.unbind(T4) == 'nvidia'
     assert fakesysfs.read(fakesysfs.device(
         host.sysfs_root, T4, 'driver_override')) == '\n'
@@ -232,20 +239,23 @@ def test_daemon_without_any_capability(tmp_path):
     conf.setUp()
     try:
         # Forked: the daemon inherits this process's configuration.
-        conf.config(sysfs_root=root, group=privsep_conf.GROUP.name)
+        tool = fakesysfs.sriov_manage(tmp_path, root)
+        conf.config(sysfs_root=root, nvidia_sriov_manage=tool,
+                    group=privsep_conf.GROUP.name)
         fixture = privsep_fixture.UnprivilegedPrivsepFixture(
             privsep.sysfs_admin, {})
         fixture.setUp()
         try:
             assert privsep.sysfs_admin.channel is not None
-            assert privsep.pci.set_num_vfs(A100, 2) == 2
+            assert privsep.pci.set_num_vfs(A100, 0) == 0
             with pytest.raises(privsep.NoSuchDevice):
                 privsep.pci.bind_vfio('0000:ff:00.0')
         finally:
             fixture.cleanUp()
     finally:
         conf.cleanUp()
-    assert fakesysfs.read(fakesysfs.device(root, A100,
-                                           'sriov_numvfs')) == '2'
+    assert fakesysfs.read(fakesysfs.device(
+        root, A100, 'sriov_numvfs')).strip() == '0'
+    assert fakesysfs.calls(tool) == ['-d %s' % A100]
     assert privsep.sysfs_admin.channel is None
     assert isinstance(privsep.sysfs_admin, priv_context.PrivContext)

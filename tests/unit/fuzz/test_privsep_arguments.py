@@ -342,6 +342,8 @@ def test_valid_arguments_go_through(gpu_tree, fpga_host, qat_tree, tmp_path,
     parent = gpu_tree['parents'][0]
     type_id = sorted(os.listdir(os.path.join(devices, parent,
                                              'mdev_supported_types')))[0]
+    with open(os.path.join(devices, pf, 'sriov_totalvfs')) as f:
+        total = int(f.read())
     server = str(uuid.uuid4())
     tools = fakes.install_tools(str(tmp_path / 'bin'))
     monkeypatch.setenv('PATH', tools + os.pathsep + os.environ['PATH'])
@@ -349,7 +351,10 @@ def test_valid_arguments_go_through(gpu_tree, fpga_host, qat_tree, tmp_path,
     def run(argv, **kwargs):
         raise privsep.NotPossible('not running %s here' % argv[0])
     calls = [
-        lambda: pci._set_num_vfs(root, pf, 1),
+        # All of a GPU's VFs, through (a stand-in of) NVIDIA's script.
+        lambda: pci._set_num_vfs(root, pf, total,
+                                 sriov_manage=fakesysfs.sriov_manage(
+                                     tmp_path, root)),
         lambda: pci._unbind(root, pf),
         lambda: mdev._create(root, parent, type_id, str(uuid.uuid4())),
         lambda: mdev._remove(root, parent, gpu_tree['uuids'][0]),

@@ -31,13 +31,13 @@ def tree(tmp_path):
 
 
 @pytest.fixture
-def writes(monkeypatch, tree):
-    """Every sysfs write, in order, as (path below the tree, value).
+def nic_tree(tmp_path):
+    """The crypto-nic-host profile (QAT and E810 PFs) as a sysfs tree."""
+    return fakesysfs.build(str(tmp_path / 'nic-sys'),
+                           fakesysfs.CRYPTO_NIC_HOST)
 
-    A fake tree keeps only the last value of a file; the order of writes
-    (override before probe, 0 before a new VF count) is what the kernel
-    needs, so it is recorded here while the real write still happens.
-    """
+
+def _recorder(monkeypatch, tree):
     done = []
     real = _common.write_attr
 
@@ -46,6 +46,23 @@ def writes(monkeypatch, tree):
         real(path, value)
     monkeypatch.setattr(_common, 'write_attr', record)
     return done
+
+
+@pytest.fixture
+def writes(monkeypatch, tree):
+    """Every sysfs write, in order, as (path below the tree, value).
+
+    A fake tree keeps only the last value of a file; the order of writes
+    (override before probe, 0 before a new VF count) is what the kernel
+    needs, so it is recorded here while the real write still happens.
+    """
+    return _recorder(monkeypatch, tree)
+
+
+@pytest.fixture
+def nic_writes(monkeypatch, nic_tree):
+    """As ``writes``, on ``nic_tree``."""
+    return _recorder(monkeypatch, nic_tree)
 
 
 @pytest.fixture

@@ -69,3 +69,39 @@ def snapshot(root):
             with open(path, 'rb') as f:
                 state[path] = hashlib.sha256(f.read()).hexdigest()
     return state
+
+
+def sriov_manage(directory, root):
+    """A stand-in for NVIDIA's ``sriov-manage`` over the tree at ``root``.
+
+    As NVIDIA's script does on ``/sys``: ``-e <address>`` writes the
+    GPU's ``sriov_totalvfs`` to its ``sriov_numvfs``, ``-d <address>``
+    writes 0. Each call's arguments are appended to ``<tool>.calls``;
+    an address listed in ``<tool>.fail`` makes it fail as the script
+    does when the driver refuses. Returns the tool's path.
+    """
+    tool = os.path.join(str(directory), 'sriov-manage')
+    with open(tool, 'w') as f:
+        f.write('''#!/bin/sh
+echo "$@" >> "$0.calls"
+dev="%s/bus/pci/devices/$2"
+if [ -e "$0.fail" ] && grep -qx "$2" "$0.fail"; then
+    echo "Cannot enable VFs on $2" >&2; exit 1
+fi
+case "$1" in
+  -e) cat "$dev/sriov_totalvfs" > "$dev/sriov_numvfs" ;;
+  -d) echo 0 > "$dev/sriov_numvfs" ;;
+  *) echo "usage: $0 -e|-d <address>" >&2; exit 2 ;;
+esac
+''' % root)
+    os.chmod(tool, 0o755)
+    return tool
+
+
+def calls(tool):
+    """The argument lines :func:`sriov_manage`'s tool was run with."""
+    try:
+        with open(tool + '.calls') as f:
+            return f.read().splitlines()
+    except FileNotFoundError:
+        return []

@@ -23,6 +23,7 @@ from tests.unit.privsep import fakesysfs
 T4 = '0000:3c:00.0'          # Tesla T4, bound to nvidia
 A100 = '0000:5f:00.0'        # A100, SR-IOV: 4 of 16 VFs enabled
 A10 = '0000:af:00.0'         # A10, no SR-IOV
+ICE = '0000:3b:00.0'         # crypto-nic-host: E810, 64 of 128 VFs
 ROOT_PORT = '0000:3a:00.0'   # a bridge (pcieport)
 
 BAD_ADDRESSES = [
@@ -146,30 +147,30 @@ def test_unbind_of_an_unbound_device_writes_nothing(tree, writes):
     assert writes == []
 
 
-def test_set_num_vfs_goes_through_zero(tree, writes):
-    assert pci._set_num_vfs(tree, A100, 8) == 8
-    numvfs = 'bus/pci/devices/%s/sriov_numvfs' % A100
-    assert writes == [(numvfs, '0'), (numvfs, '8')]
-    assert fakesysfs.read(os.path.join(tree, numvfs)) == '8'
+def test_set_num_vfs_goes_through_zero(nic_tree, nic_writes):
+    assert pci._set_num_vfs(nic_tree, ICE, 32) == 32
+    numvfs = 'bus/pci/devices/%s/sriov_numvfs' % ICE
+    assert nic_writes == [(numvfs, '0'), (numvfs, '32')]
+    assert fakesysfs.read(os.path.join(nic_tree, numvfs)) == '32'
 
 
 @pytest.mark.parametrize('count, expected', [
-    (0, ['0']), (4, []), (16, ['0', '16'])])
-def test_set_num_vfs_writes_only_what_is_needed(tree, writes, count,
+    (0, ['0']), (64, []), (128, ['0', '128'])])
+def test_set_num_vfs_writes_only_what_is_needed(nic_tree, nic_writes, count,
                                                 expected):
-    pci._set_num_vfs(tree, A100, count)
-    assert [value for _, value in writes] == expected
+    pci._set_num_vfs(nic_tree, ICE, count)
+    assert [value for _, value in nic_writes] == expected
 
 
-def test_set_num_vfs_from_zero_writes_once(tree, writes):
-    pci._set_num_vfs(tree, A100, 0)
-    del writes[:]
-    pci._set_num_vfs(tree, A100, 3)
-    assert [value for _, value in writes] == ['3']
+def test_set_num_vfs_from_zero_writes_once(nic_tree, nic_writes):
+    pci._set_num_vfs(nic_tree, ICE, 0)
+    del nic_writes[:]
+    pci._set_num_vfs(nic_tree, ICE, 3)
+    assert [value for _, value in nic_writes] == ['3']
 
 
 @pytest.mark.parametrize('count, error', [
-    (17, privsep.OutOfRange),
+    (129, privsep.OutOfRange),
     (-1, privsep.OutOfRange),
     (2 ** 64, privsep.OutOfRange),
     (True, privsep.InvalidArgument),
@@ -177,10 +178,56 @@ def test_set_num_vfs_from_zero_writes_once(tree, writes):
     (8.0, privsep.InvalidArgument),
     (None, privsep.InvalidArgument),
 ])
-def test_bad_counts_refused_before_any_write(tree, count, error):
-    before = fakesysfs.snapshot(tree)
+def test_bad_counts_refused_before_any_write(nic_tree, count, error):
+    before = fakesysfs.snapshot(nic_tree)
     with pytest.raises(error):
-        pci._set_num_vfs(tree, A100, count)
+        pci._set_num_vfs(nic_tree, ICE, count)
+    assert fakesysfs.snapshot(nic_tree) == before
+
+
+# -- an NVIDIA GPU: its VFs through NVIDIA's sriov-manage --------------------
+
+def test_an_nvidia_gpus_vfs_are_enabled_with_sriov_manage(tree, tmp_path,
+                                                          writes):
+    tool = fakesysfs.sriov_manage(tmp_path, tree)
+    numvfs = fakesysfs.device(tree, A100, 'sriov_numvfs')
+    # As after a host reboot: no VFs.
+    with open(numvfs, 'w') as f:
+        f.write('0\n')
+    assert pci._set_num_vfs(tree, A100, 16, sriov_manage=tool) == 16
+    assert fakesysfs.calls(tool) == ['-e %s' % A100]
+    assert fakesysfs.read(numvfs).strip() == '16'
+    # Never a sysfs write of its own.
+    assert writes == []
+    # Already there: nothing run.
+    assert pci._set_num_vfs(tree, A100, 16, sriov_manage=tool) == 16
+    assert pci._set_num_vfs(tree, A100, 0, sriov_manage=tool) == 0
+    assert fakesysfs.calls(tool) == ['-e %s' % A100, '-d %s' % A100]
+    assert fakesysfs.read(numvfs).strip() == '0'
+    assert writes == []
+
+
+def test_an_nvidia_gpu_takes_all_of_its_vfs_or_none(tree, tmp_path):
+    tool = fakesysfs.sriov_manage(tmp_path, tree)
+    before = fakesysfs.snapshot(tree)
+    with pytest.raises(privsep.OutOfRange,
+                       match='enables all of its 16 VFs or none'):
+        pci._set_num_vfs(tree, A100, 8, sriov_manage=tool)
+    assert fakesysfs.calls(tool) == []
+    assert fakesysfs.snapshot(tree) == before
+
+
+def test_sriov_manage_missing_or_failing_is_said(tree, tmp_path):
+    before = fakesysfs.snapshot(tree)
+    with pytest.raises(privsep.NotPossible,
+                       match="NVIDIA's sriov-manage is not at /nowhere/x"):
+        pci._set_num_vfs(tree, A100, 16, sriov_manage='/nowhere/x')
+    tool = fakesysfs.sriov_manage(tmp_path, tree)
+    with open(tool + '.fail', 'w') as f:
+        f.write(A100 + '\n')
+    with pytest.raises(privsep.NotPossible,
+                       match='exited with status 1: Cannot enable VFs'):
+        pci._set_num_vfs(tree, A100, 16, sriov_manage=tool)
     assert fakesysfs.snapshot(tree) == before
 
 
@@ -192,10 +239,15 @@ def test_set_num_vfs_needs_an_sriov_pf(tree):
     assert fakesysfs.snapshot(tree) == before
 
 
-def test_entrypoints_take_the_root_from_the_daemon_config(tree, daemon_conf):
-    assert privsep.pci.set_num_vfs(A100, 2) == 2
-    assert fakesysfs.read(fakesysfs.device(tree, A100,
-                                           'sriov_numvfs')) == '2'
+def test_entrypoints_take_the_root_from_the_daemon_config(tree, daemon_conf,
+                                                         tmp_path):
+    tool = fakesysfs.sriov_manage(tmp_path, tree)
+    daemon_conf.config(nvidia_sriov_manage=tool,
+                       group='cyborg_nova_privsep')
+    assert privsep.pci.set_num_vfs(A100, 0) == 0
+    assert fakesysfs.calls(tool) == ['-d %s' % A100]
+    assert fakesysfs.read(fakesysfs.device(
+        tree, A100, 'sriov_numvfs')).strip() == '0'
     privsep.pci.bind_vfio(T4)
     assert fakesysfs.read(fakesysfs.device(tree, T4,
                                            'driver_override')) == 'vfio-pci'

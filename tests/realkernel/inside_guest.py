@@ -92,7 +92,7 @@ def domain_xml(server: str, name: str, console: str,
     <controller type='pci' model='pcie-root-port'/>
     <controller type='pci' model='pcie-root-port'/>
     <controller type='pci' model='pcie-root-port'/>
-    <serial type='file'><source path='%(console)s'/>
+    <serial type='file'><source path='%(console)s' append='on'/>
       <target port='0'/></serial>
     %(hostdevs)s
     <memballoon model='none'/>

@@ -25,6 +25,32 @@ import shutil
 
 from cyborg_drivers.fake import hosttree
 from cyborg_drivers import vgpu
+import privsep.mdev
+import privsep.nvidia
+
+
+class HostOps:
+    """The privsep entrypoints' own code, run in process on one tree.
+
+    For tests with several hosts in one process: one privsep daemon
+    serves one sysfs root, so each host's writes go through this instead
+    (the daemon's path is tested on its own).
+    """
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def create_mdev(self, parent: str, type_id: str, mdev: str) -> None:
+        privsep.mdev._create(self.root, parent, type_id, mdev)
+
+    def remove_mdev(self, parent: str, mdev: str) -> None:
+        privsep.mdev._remove(self.root, parent, mdev)
+
+    def set_vgpu_type(self, vf: str, type_id: int) -> None:
+        privsep.nvidia._set_vgpu_type(self.root, vf, type_id)
+
+    def clear_vgpu_type(self, vf: str, type_id: int) -> None:
+        privsep.nvidia._clear_vgpu_type(self.root, vf, type_id)
 
 
 class VgpuKernel:

@@ -30,6 +30,7 @@ from nova import context as nova_context
 from nova.tests.fixtures import libvirt as fakelibvirt
 
 from cyborg_nova import assignments
+from cyborg_nova import audit
 from cyborg_nova import state
 from tests.functional.nova import base
 
@@ -187,6 +188,12 @@ class MovesTestCase(base.LibvirtAcceleratorTestCase):
                 self.assertNotIn(row.consumer, usage[rp],
                                  'a kept unit of a consumer that holds '
                                  'an allocation: %s' % (row,))
+                # Kept only while its domain is there and has it.
+                domains = self.domain_units(host)
+                self.assertIn(row.unit, domains.get(row.kept_for, ()),
+                              'a unit kept for a domain that does not '
+                              'have it: %s; the domains of %s: %s'
+                              % (row, host, domains))
             held = collections.Counter(
                 r.consumer for r in rows
                 if r.consumer not in stale and r.kept_for is None)
@@ -261,6 +268,15 @@ class MovesTestCase(base.LibvirtAcceleratorTestCase):
     def reserved(self, host, address, rc='CUSTOM_QAT'):
         rp = self.accelerator_providers(host)[address]['uuid']
         return self._get_provider_inventory(rp)[rc]['reserved']
+
+    def domain_units(self, host):
+        """{domain uuid: its units} of every domain on ``host``."""
+        conn = self.computes[host].driver._host.get_connection()
+        # Running and stopped (fakelibvirt lists nothing for flags 0).
+        flags = (fakelibvirt.VIR_CONNECT_LIST_DOMAINS_ACTIVE
+                 | fakelibvirt.VIR_CONNECT_LIST_DOMAINS_INACTIVE)
+        return {dom.UUIDString(): audit.hostdev_addresses(dom.XMLDesc(0))
+                for dom in conn.listAllDomains(flags)}
 
     def domain(self, host, server):
         """``server``'s libvirt domain on ``host`` (fakelibvirt)."""

@@ -23,7 +23,6 @@ import os
 import shutil
 
 import fixtures
-
 from nova import context as nova_context
 from nova import objects
 from nova.scheduler.client import report

@@ -36,13 +36,18 @@ import time
 from nova import context as nova_context
 from nova.tests.functional.api import client
 
+from cyborg_drivers import vgpu
 from tests.counts import record
 from tests.functional.nova import moves
+from tests.functional.nova import test_programming_moves
+from tests.functional.nova import test_vgpu_moves
+from tests.unit.programming import fakes
 
 
 class TestRandomLifecycle(moves.MovesTestCase):
 
     hosts = ('host1', 'host2', 'host3')
+    DEFAULT_OPS = 200
 
     def setUp(self):
         super().setUp()
@@ -276,6 +281,20 @@ class TestRandomLifecycle(moves.MovesTestCase):
         self.cycle_up_hosts()
         return 'update cycle'
 
+    def op_reap(self, rng):
+        """Nova's periodic reaping of deleted instances' domains.
+
+        A server the API deleted without its compute keeps its units,
+        kept for its domain and reserved, until this; its compute frees
+        them as it destroys the domain.
+        """
+        kept = {h: self.kept(h) for h in self.hosts if h not in self.down}
+        if not any(kept.values()):
+            return None
+        for host in kept:
+            self.reap(host)
+        return 'reap %d kept unit(s)' % sum(map(len, kept.values()))
+
     def cycle_up_hosts(self):
         ctxt = nova_context.get_admin_context()
         for host in self.hosts:
@@ -286,13 +305,14 @@ class TestRandomLifecycle(moves.MovesTestCase):
         (op_boot, 6), (op_delete, 2), (op_resize, 3), (op_migrate, 2),
         (op_confirm_or_revert, 4), (op_evacuate, 2), (op_shelve, 1),
         (op_unshelve, 1), (op_reboot, 1), (op_stop_start, 1),
-        (op_host_down, 1), (op_host_up, 1), (op_cycle, 1),
+        (op_host_down, 1), (op_host_up, 1), (op_cycle, 1), (op_reap, 1),
     )
 
     def test_random_operations(self):
         seed = int(os.environ.get('CYBORG_NOVA_LIFECYCLE_SEED') or
                    random.SystemRandom().randrange(2 ** 32))
-        count = int(os.environ.get('CYBORG_NOVA_LIFECYCLE_OPS', '200'))
+        count = int(os.environ.get('CYBORG_NOVA_LIFECYCLE_OPS',
+                                   self.DEFAULT_OPS))
         rng = random.Random(seed)
         ops, weights = zip(*self.OPERATIONS)
         done = []
@@ -344,3 +364,72 @@ class TestRandomLifecycle(moves.MovesTestCase):
         meanwhile; it reconciles when it is back.
         """
         self.check(skip_hosts=self.down)
+
+
+class TestRandomAcceleratorLifecycle(TestRandomLifecycle,
+                                     test_vgpu_moves.VgpuMovesTestCase,
+                                     test_programming_moves.
+                                     ProgrammingMovesTestCase):
+    """The same random operations on vGPU and bitstream servers.
+
+    Three computes, each with an H200 whose vGPUs are vendor-VFIO VFs
+    (``vgpu-vfio-host``, type 1414) and, through the ``fake`` driver, the
+    PACs and the Alveo of ``fpga-host``. Flavors ask for a vGPU, for a PAC
+    programmed with ``dma`` or with ``nlb3``, or for nothing. After every
+    step, besides the invariants above: every unit a guest holds is made
+    (its VF holds the type), and every PAC a running bitstream server
+    holds shows that server's function, so no move ever programmed a
+    card another server holds.
+    """
+
+    DEFAULT_OPS = 100
+    enabled_drivers = ['nvidia_gpu', 'fake']
+    profile = 'vgpu-vfio-host'
+    gpu_options = {'vfio_vgpu_types': ['%s=1414' % test_vgpu_moves.H200]}
+    gpu = test_vgpu_moves.H200
+    trait = test_vgpu_moves.H200_1414
+    framework = vgpu.VFIO
+
+    def configure_host(self, host):
+        super().configure_host(host)
+        self.flags(emulated_drivers=['intel_fpga', 'xilinx_fpga'],
+                   group='cyborg_fake')
+
+    def setUp(self):
+        super().setUp()
+        # The plain flavor of the QAT run is kept: a server may resize
+        # to or from no accelerator.
+        self.flavors = [
+            self.vgpu_flavor,
+            self.bitstream_flavor('pac-dma', 'dma'),
+            self.bitstream_flavor('pac-nlb3', 'nlb3'),
+            self.flavors[-1],
+        ]
+        self.functions = {'pac-dma': fakes.hexid(fakes.DMA_AFU),
+                          'pac-nlb3': fakes.hexid(fakes.NLB3)}
+
+    def check_up_hosts(self):
+        super().check_up_hosts()
+        usage = self.usage()
+        for host in self.hosts:
+            if host in self.down:
+                continue
+            held = {r.unit for r in self.store(host).all()
+                    if r.unit.startswith('0000:41:')}
+            self.assertEqual(set(), held - self.made(host),
+                             'vGPU units held on %s but not made' % host)
+        for server in self.servers():
+            wanted = self.functions.get(server['flavor']['original_name'])
+            host = server['OS-EXT-SRV-ATTR:host']
+            if (wanted is None or host in self.down
+                    or server['status'] not in ('ACTIVE', 'VERIFY_RESIZE')):
+                continue
+            for rp, consumers in usage.items():
+                on, address = self.providers[rp]
+                if on == host and server['id'] in consumers and (
+                        address in (test_programming_moves.PAC0,
+                                    test_programming_moves.PAC1)):
+                    self.assertEqual(wanted, self.loaded(host, address),
+                                     'server %s holds %s on %s without '
+                                     'its function' % (server['id'],
+                                                       address, host))

@@ -22,9 +22,10 @@ unit a guest holds is made (its mdev exists, its VF holds the type) and
 every unit a guest gave up is undone.
 
 The privileged writes are the privsep entrypoints' own code, run in this
-process against each host's tree (one privsep daemon serves one sysfs,
-and these computes share a process; the daemon's path is in
-``test_vgpu``); :class:`tests.vgpu_kernel.VgpuKernel` plays the kernel.
+process against each host's tree (:class:`tests.vgpu_kernel.HostOps`: one
+privsep daemon serves one sysfs, and these computes share a process; the
+daemon's path is in ``test_vgpu``); :class:`tests.vgpu_kernel.VgpuKernel`
+plays the kernel.
 With ``remote = True`` the GPU is served by ``cyborg-nova-driver``'s
 service (out of process in production), recorded as the agent records
 it, and the same moves run on the units of its devices.
@@ -44,8 +45,6 @@ from cyborg_nova import remote_devices
 from cyborg_nova.remote_driver import service
 from cyborg_nova import state
 from cyborg_nova import vgpus
-import privsep.mdev
-import privsep.nvidia
 from tests.functional.nova import moves
 from tests import vgpu_kernel
 
@@ -56,25 +55,6 @@ H200_1414 = 'CUSTOM_NVIDIA_2335_VGPU_1414'
 # A VF of the H200 no guest of these tests gets.
 FREE_VF = '0000:41:01.3'
 ENDPOINT = 'http://127.0.0.1:7070'
-
-
-class HostOps:
-    """The privsep entrypoints' code, in process, on one host's tree."""
-
-    def __init__(self, root):
-        self.root = root
-
-    def create_mdev(self, parent, type_id, mdev):
-        privsep.mdev._create(self.root, parent, type_id, mdev)
-
-    def remove_mdev(self, parent, mdev):
-        privsep.mdev._remove(self.root, parent, mdev)
-
-    def set_vgpu_type(self, vf, type_id):
-        privsep.nvidia._set_vgpu_type(self.root, vf, type_id)
-
-    def clear_vgpu_type(self, vf, type_id):
-        privsep.nvidia._clear_vgpu_type(self.root, vf, type_id)
 
 
 class VgpuMovesTestCase(moves.MovesTestCase):
@@ -119,8 +99,8 @@ class VgpuMovesTestCase(moves.MovesTestCase):
 
     def host_ops(self, host):
         """While the compute of ``host`` is made: its privileged writes."""
-        kernel = vgpu_kernel.VgpuKernel(self.trees[host],
-                                        HostOps(self.trees[host]))
+        kernel = vgpu_kernel.VgpuKernel(
+            self.trees[host], vgpu_kernel.HostOps(self.trees[host]))
         return mock.patch.object(vgpus, 'PrivsepOps', lambda: kernel)
 
     def record_remote(self, host):

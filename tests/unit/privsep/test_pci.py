@@ -239,8 +239,8 @@ def test_set_num_vfs_needs_an_sriov_pf(tree):
     assert fakesysfs.snapshot(tree) == before
 
 
-def test_entrypoints_take_the_root_from_the_daemon_config(tree, daemon_conf,
-                                                         tmp_path):
+def test_entrypoints_take_the_root_from_the_daemon_config(
+        tree, daemon_conf, tmp_path):
     tool = fakesysfs.sriov_manage(tmp_path, tree)
     daemon_conf.config(nvidia_sriov_manage=tool,
                        group='cyborg_nova_privsep')

@@ -29,12 +29,17 @@ class FakeSriovKernel:
     """VF creation and removal on the tree at ``root``.
 
     :attr calls: ``(address, count)`` of every :meth:`set_num_vfs`.
+    :param sriov_manage: the stand-in of NVIDIA's ``sriov-manage`` that
+        privsep runs for an NVIDIA GPU's VFs
+        (:func:`tests.unit.privsep.fakesysfs.sriov_manage`).
     :attr failures: ``address -> exception`` the next write to that PF
         raises, before anything is changed (as the kernel's EBUSY does).
     """
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, sriov_manage: str | None = None) -> None:
         self.root = root
+        #: NVIDIA's script for NVIDIA GPUs (see :mod:`privsep.nvidia`).
+        self.sriov_manage = sriov_manage
         self.bus = os.path.join(root, 'bus', 'pci', 'devices')
         # Beside the tree, not in it: parked VFs are off the bus.
         self.parking = root + '.parked-vfs'
@@ -57,7 +62,9 @@ class FakeSriovKernel:
         error = self.failures.pop(address, None)
         if error is not None:
             raise error
-        result = pci._set_num_vfs(self.root, address, count)
+        kwargs = ({'sriov_manage': self.sriov_manage}
+                  if self.sriov_manage else {})
+        result = pci._set_num_vfs(self.root, address, count, **kwargs)
         self._show(address, count)
         return result
 

@@ -24,17 +24,23 @@ write on the tree and makes the VFs appear as the kernel would.
 import errno
 import os
 
+import fixtures
 import nova.conf
 
+from cyborg_nova import assignments
 from cyborg_nova import lifecycle
 from cyborg_nova import state as state_store
 from tests.functional.nova import base
 from tests import sriov_kernel
+from tests.unit.privsep import fakesysfs
+from tests import vgpu_kernel
 
 CONF = nova.conf.CONF
 HOST = 'crypto1'
 QAT = '0000:70:00.0'           # QAT 4xxx offering dc, 16 VFs at build
 NOT_RECORDED = '0000:e8:00.0'  # another QAT, its count never set
+GPU_HOST = 'gpu1'
+H200 = '0000:41:00.0'          # vgpu-vfio-host: H200, 8 VFs, nvidia
 
 
 class TestVfsAfterReboot(base.AcceleratorTestCase):
@@ -177,3 +183,75 @@ class TestLibvirtNodename(base.LibvirtAcceleratorTestCase):
         self.assertEqual(16, self._get_provider_inventory(qat)[
             'CUSTOM_QAT']['total'])
         self.assertEqual('ready', store.devices(HOST)[QAT].state)
+
+
+class TestNvidiaVfsAfterReboot(base.LibvirtAcceleratorTestCase):
+    """An H200's VFs, enabled by NVIDIA's sriov-manage after a reboot.
+
+    The real LibvirtDriver; the VF count written back by nova-compute's
+    init_host goes through privsep's own code, which runs (a stand-in of)
+    ``sriov-manage -e`` for an NVIDIA GPU on the nvidia driver.
+    """
+
+    enabled_drivers = ['nvidia_gpu']
+
+    def setUp(self):
+        super().setUp()
+        self.flags(vfio_vgpu_types=['%s=1414' % H200],
+                   group='cyborg_nvidia_gpu')
+        root = self.build_host(GPU_HOST, 'vgpu-vfio-host')
+        self.tool = fakesysfs.sriov_manage(self.workdir, root)
+        self.kernel = sriov_kernel.FakeSriovKernel(root, self.tool)
+        self.vgpus = vgpu_kernel.VgpuKernel(root, vgpu_kernel.HostOps(root))
+        self.useFixture(fixtures.MonkeyPatch(
+            'cyborg_nova.virt.extension._privileged_set_num_vfs',
+            self.kernel.set_num_vfs))
+        self.useFixture(fixtures.MonkeyPatch(
+            'cyborg_nova.vgpus.PrivsepOps', lambda: self.vgpus))
+        self.configure_host(GPU_HOST)
+        self.start_compute(hostname=GPU_HOST)
+        self.store = state_store.StateStore(
+            os.path.join(self.workdir, GPU_HOST, 'state.sqlite'))
+        self.h200 = self.accelerator_providers(GPU_HOST)[H200]['uuid']
+
+    def test_vfs_back_through_sriov_manage_and_free(self):
+        def allocations_for(rp_uuid):
+            return self.placement.get('/resource_providers/%s/allocations'
+                                      % rp_uuid).body['allocations']
+        # driver-update nvidia_gpu --num-vfs 8 --device H200: every VF
+        # is on already, so the script is not run; the count is recorded.
+        lifecycle.update_vfs(CONF, self.store, GPU_HOST, 'nvidia_gpu', 8,
+                             allocations_for, self.kernel.set_num_vfs,
+                             H200)
+        self.assertEqual({H200: 8}, self.store.vf_counts(GPU_HOST))
+        self.assertEqual([], fakesysfs.calls(self.tool))
+        # A partial count is refused for an NVIDIA GPU.
+        self.assertRaises(lifecycle.LifecycleError, lifecycle.update_vfs,
+                          CONF, self.store, GPU_HOST, 'nvidia_gpu', 4,
+                          allocations_for, self.kernel.set_num_vfs, H200)
+        self.assertEqual({H200: 8}, self.store.vf_counts(GPU_HOST))
+
+        # The host reboots: no VFs, and no VF holds a type any more.
+        self.kernel.reboot()
+        self.assertEqual(0, int(self.read(H200, 'sriov_numvfs')))
+        self.restart_compute_service(GPU_HOST)
+        # nova-compute's start enabled them the way NVIDIA documents.
+        self.assertEqual(['-e %s' % H200], fakesysfs.calls(self.tool))
+        self.assertEqual(8, int(self.read(H200, 'sriov_numvfs')))
+        self.assertIn('VFs of %s on %s restored: 0 -> 8' % (H200, GPU_HOST),
+                      self.stdlog.logger.output)
+        inventory = self._get_provider_inventory(self.h200)['VGPU']
+        self.assertEqual((8, 0), (inventory['total'], inventory['reserved']))
+        # The VFs came back free; a guest gets one with the type written.
+        flavor = self.flavor({'resources:VGPU': '1',
+                              'trait:CUSTOM_NVIDIA_2335_VGPU_1414':
+                                  'required'})
+        server = self._create_server(flavor_id=flavor, networks='none')
+        (vf,) = [u for us in assignments.Assignments(self.store).of_consumer(
+            server['id']).values() for u in us]
+        self.assertEqual('1414', self.read(vf, 'nvidia', 'current_vgpu_type'))
+
+    def read(self, address, *parts):
+        with open(os.path.join(self.trees[GPU_HOST], 'bus', 'pci', 'devices',
+                               address, *parts)) as f:
+            return f.read().strip()

@@ -142,6 +142,10 @@ def nova(c, host=None, profile_root=None, state_dir=None):
             'state_path': state_dir or c['work'] + '/nova',
             'instances_path': (state_dir or c['work'] + '/nova')
             + '/instances',
+            # The Nova-in-L1 flow resizes a server on its one compute
+            # (the conductor asks the scheduler for the same host only
+            # with this).
+            'allow_resize_to_same_host': 'True',
         },
         'api': {'auth_strategy': 'keystone'},
         'wsgi': {'api_paste_config': c['venv'] + '/etc/nova/api-paste.ini'},

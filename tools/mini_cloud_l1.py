@@ -17,11 +17,16 @@ machine, L1 (tools/nested/run-l1.sh, a VM with Debian's kernel and an
 emulated igb SR-IOV NIC) runs a nova-compute with ``compute_driver =
 cyborg_nova.LibvirtDriver`` registered with the cloud's Nova and
 Placement (tools/nested/l1-nova-compute.sh). Then, as an operator: a
-flavor asking for one VF, a server booted with it through Nova's API,
-which must land on L1 with its allocation on the NIC's provider and a
-real VF in its libvirt guest (bound to vfio-pci in L1); the server
-deleted, the allocation gone and the VF back on igbvf. Each step's time
-is printed; the last line is ``NOVA-IN-L1: ok`` or says what failed.
+flavor asking for one VF, and a server booted with it through Nova's API
+from an image of L2's kernel and initramfs, which must land on L1 with
+its allocation on the NIC's provider, a real VF in its libvirt guest
+(bound to vfio-pci in L1), and the VF seen by L2's own kernel. Then hard
+and soft reboot, stop and start, suspend and resume, rebuild (the same
+VF each time), shelve (offloaded) and unshelve, resize on the same host
+and its confirm: after each, L2 sees exactly one VF, the one L1's domain
+has; the server deleted, the allocation gone and the VF back on igbvf.
+Each step's time is printed; the last line is ``NOVA-IN-L1: ok`` or says
+what failed.
 """
 
 import json
@@ -36,6 +41,7 @@ TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NESTED = os.path.join(TOP, 'tools', 'nested')
 HOST = 'nested-l1'
 FLAVOR = 'accel.nic.vf'
+FLAVOR_BIG = 'accel.nic.vf.big'
 #: The cloud's services L1's nova-compute reaches through its loopback.
 FORWARDED = ('keystone', 'placement', 'glance', 'neutron', 'nova', 'rabbit',
              # The cloud's computes are configured with the databases
@@ -155,17 +161,21 @@ def flow(cloud, l1: L1Compute, times: dict) -> None:
                    timeout=SLOW, proc=l1.proc)
     step('its NIC in Placement (%s)' % nic[0]['name'], started, times)
 
+    image = upload_l2_image(cloud)
+    step('L2 image in Glance (its kernel and initramfs)', started, times)
     cloud.cli('flavor', 'create', '--ram', '256', '--disk', '1', '--vcpus',
               '1', '--property', 'resources:CUSTOM_NIC=1', '--property',
               'trait:CUSTOM_PHYSNET1=required', FLAVOR, show=True)
+    cloud.cli('flavor', 'create', '--ram', '320', '--disk', '1', '--vcpus',
+              '1', '--property', 'resources:CUSTOM_NIC=1', '--property',
+              'trait:CUSTOM_PHYSNET1=required', FLAVOR_BIG)
     booted = time.time()
     out = cloud.cli('server', 'create', '--flavor', FLAVOR, '--image',
-                    'tiny', '--nic', 'none', '--wait', '-f', 'json',
+                    image, '--nic', 'none', '--wait', '-f', 'json',
                     'vf-server', user='demo', project='demo', show=True)
     server_id = json.loads(out)['id']
     server = json.loads(cloud.cli('server', 'show', server_id, '-f',
                                   'json'))
-    step('server booted', booted, times)
     if (server['status'], server.get('OS-EXT-SRV-ATTR:host')) != (
             'ACTIVE', HOST):
         raise Failure('the server is %s on %s' % (
@@ -178,21 +188,64 @@ def flow(cloud, l1: L1Compute, times: dict) -> None:
     if not on_nic or on_nic[0]['resources'] != {'CUSTOM_NIC': 1}:
         raise Failure('no CUSTOM_NIC allocation on %s: %s'
                       % (nic[0]['name'], allocations))
-    seen = l1.check()
-    guest = seen['domains'].get(server_id.upper()) or seen['domains'].get(
-        server_id)
-    if guest is None or not guest['active']:
-        raise Failure('L1 runs no guest %s: %s' % (server_id, seen))
-    if len(guest['hostdevs']) != 1 or guest['hostdevs'][0] not in (
-            seen['vfs']):
-        raise Failure('the guest has %s, not one VF of %s'
-                      % (guest['hostdevs'], seen['vfs']))
-    vf = guest['hostdevs'][0]
-    if seen['vfs'][vf] != 'vfio-pci':
-        raise Failure('VF %s is on %s in L1, not vfio-pci'
-                      % (vf, seen['vfs'][vf]))
+    vf, pf = guest_sees_its_vf(cloud, l1, server_id, 'the boot')
+    step('server booted, L2 sees its VF', booted, times)
     print('NOVA-IN-L1: server %s on %s holds VF %s of %s (vfio-pci in L1)'
-          % (server_id, HOST, vf, seen['pf']), flush=True)
+          % (server_id, HOST, vf, pf), flush=True)
+
+    def server_cli(*argv):
+        cloud.cli('server', *argv, user='demo', project='demo', show=True)
+
+    def same_vf(what, *argv, status='ACTIVE'):
+        t0 = time.time()
+        server_cli(*argv)
+        wait_status(cloud, server_id, status)
+        now, _ = guest_sees_its_vf(cloud, l1, server_id, what)
+        if now != vf:
+            raise Failure('after the %s the guest has VF %s, not %s'
+                          % (what, now, vf))
+        step('%s: L2 sees its VF %s' % (what, vf), t0, times)
+
+    same_vf('hard reboot', 'reboot', '--hard', '--wait', server_id)
+    same_vf('soft reboot', 'reboot', '--soft', '--wait', server_id)
+    server_cli('stop', server_id)
+    wait_status(cloud, server_id, 'SHUTOFF')
+    same_vf('stop and start', 'start', server_id)
+    server_cli('suspend', server_id)
+    wait_status(cloud, server_id, 'SUSPENDED')
+    seen = l1.check()
+    guest = domain(seen, server_id)
+    if guest is None or guest['active'] or seen['vfs'][vf] != 'igbvf':
+        raise Failure('suspended, L1 shows %s' % seen)
+    print('NOVA-IN-L1: suspended: the guest saved, VF %s back on igbvf '
+          'and still the server\'s' % vf, flush=True)
+    same_vf('suspend and resume', 'resume', server_id)
+    same_vf('rebuild', 'rebuild', '--image', image, '--wait', server_id)
+
+    t0 = time.time()
+    server_cli('shelve', server_id)
+    wait_status(cloud, server_id, 'SHELVED_OFFLOADED')
+    seen = l1.check()
+    if domain(seen, server_id) is not None or seen['vfs'][vf] != 'igbvf':
+        raise Failure('shelved, L1 shows %s' % seen)
+    server_cli('unshelve', server_id)
+    wait_status(cloud, server_id, 'ACTIVE')
+    vf, _ = guest_sees_its_vf(cloud, l1, server_id, 'the unshelve')
+    step('shelve (offloaded) and unshelve: L2 sees its VF %s' % vf, t0,
+         times)
+
+    t0 = time.time()
+    server_cli('resize', '--flavor', FLAVOR_BIG, '--wait', server_id)
+    wait_status(cloud, server_id, 'VERIFY_RESIZE')
+    resized, _ = guest_sees_its_vf(cloud, l1, server_id, 'the resize')
+    server_cli('resize', 'confirm', server_id)
+    wait_status(cloud, server_id, 'ACTIVE')
+    vf, _ = guest_sees_its_vf(cloud, l1, server_id, 'the confirm')
+    if vf != resized:
+        raise Failure('the confirm changed the VF from %s to %s'
+                      % (resized, vf))
+    step('resize on the same host, confirmed: L2 sees its VF %s' % vf,
+         t0, times)
 
     deleted = time.time()
     cloud.cli('server', 'delete', '--wait', server_id, user='demo',
@@ -203,12 +256,95 @@ def flow(cloud, l1: L1Compute, times: dict) -> None:
     if left:
         raise Failure('allocations left after the delete: %s' % left)
     seen = l1.check()
-    if seen['domains'] or seen['vfs'][vf] != 'igbvf':
+    if seen['domains'] or any(d != 'igbvf' for d in seen['vfs'].values()):
         raise Failure('after the delete L1 shows %s' % seen)
     print('NOVA-IN-L1: after the delete VF %s is back on igbvf, no guest '
           'in L1, no allocation' % vf, flush=True)
-    cloud.cli('flavor', 'delete', FLAVOR)
+    cloud.cli('flavor', 'delete', FLAVOR, FLAVOR_BIG)
     step('whole flow', started, times)
+
+
+def upload_l2_image(cloud) -> str:
+    """The L2 guest as a Glance image booting Debian's kernel: its id.
+
+    The kernel and L2's initramfs (tools/nested/mk-initramfs.sh) as
+    ``aki``/``ari`` images, which Nova's libvirt driver boots directly; L2
+    prints the PCI functions it sees on its serial console, which Nova
+    logs to the instance's ``console.log``.
+    """
+    work = os.environ.get('NESTED_WORK', os.path.join(TOP, '.nested'))
+    boot = os.path.join(work, 'kernel', 'boot')
+    kernel = os.path.join(boot, sorted(
+        n for n in os.listdir(boot) if n.startswith('vmlinuz-'))[-1])
+    ids = {}
+    for name, path, kind in (('l2-kernel', kernel, 'aki'),
+                             ('l2-initramfs', os.path.join(
+                                 work, 'initramfs-l2.gz'), 'ari')):
+        ids[kind] = cloud.cli(
+            'image', 'create', '--disk-format', kind, '--container-format',
+            kind, '--public', '--file', path, '-f', 'value', '-c', 'id',
+            name).strip()
+    return cloud.cli(
+        'image', 'create', '--disk-format', 'raw', '--container-format',
+        'bare', '--public', '--file', os.path.join(cloud.work, 'tiny.img'),
+        '--property', 'kernel_id=%s' % ids['aki'],
+        '--property', 'ramdisk_id=%s' % ids['ari'],
+        '--property', 'os_command_line=console=ttyS0 panic=-1 loglevel=3',
+        '-f', 'value', '-c', 'id', 'l2').strip()
+
+
+def domain(seen: dict, server_id: str) -> dict | None:
+    return seen['domains'].get(server_id.upper()) or seen['domains'].get(
+        server_id)
+
+
+def wait_status(cloud, server_id: str, status: str) -> None:
+    def reached():
+        found = json.loads(cloud.cli('server', 'show', server_id, '-f',
+                                     'json'))
+        if found['status'] == 'ERROR':
+            raise Failure('server %s went to ERROR: %s'
+                          % (server_id, found.get('fault')))
+        return (found['status'] == status
+                and not found.get('OS-EXT-STS:task_state'))
+    cloud.wait_for('server %s %s' % (server_id, status), reached,
+                   timeout=SLOW)
+
+
+def guest_sees_its_vf(cloud, l1: L1Compute, server_id: str,
+                      what: str) -> tuple[str, str]:
+    """Waits until the server's guest runs with one VF that L2 sees.
+
+    In L1: the libvirt domain is running with exactly one hostdev, a VF
+    of the igb PF bound to vfio-pci; in L2: its own kernel lists exactly
+    one igb VF. Returns (the VF, the PF).
+    """
+    found = {}
+
+    def sees():
+        seen = l1.check()
+        guest = domain(seen, server_id)
+        found['last'] = seen
+        if guest is None or not guest['active']:
+            return False
+        if (len(guest['hostdevs']) != 1
+                or guest['hostdevs'][0] not in seen['vfs']):
+            raise Failure('after %s the guest has %s, not one VF of %s'
+                          % (what, guest['hostdevs'], seen['vfs']))
+        vf = guest['hostdevs'][0]
+        if seen['vfs'][vf] != 'vfio-pci' or not guest['l2'] or (
+                guest['l2']['igb_vfs'] != 1):
+            return False
+        found['vf'], found['pf'] = vf, seen['pf']
+        return True
+    try:
+        cloud.wait_for('L2 of %s to see its VF after %s'
+                       % (server_id, what), sees, timeout=SLOW,
+                       proc=l1.proc)
+    except Exception:
+        print('NOVA-IN-L1: L1 showed %s' % found.get('last'), flush=True)
+        raise
+    return found['vf'], found['pf']
 
 
 def up_computes(cloud) -> set:

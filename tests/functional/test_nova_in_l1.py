@@ -15,10 +15,14 @@
 The mini-cloud on this machine; a nova-compute with ``compute_driver =
 cyborg_nova.LibvirtDriver`` in L1 (a VM with Debian's kernel and an
 emulated igb SR-IOV NIC), registered with it; a flavor asking for one
-VF; a server booted through Nova's API lands on L1 with its allocation
-on the NIC's provider and a real VF (bound to vfio-pci in L1) in its
-libvirt guest; deleted, its allocation is gone and the VF is back on
-igbvf (tools/mini_cloud_l1.py checks each step).
+VF; a server booted through Nova's API from an image of L2's kernel
+lands on L1 with its allocation on the NIC's provider and a real VF
+(bound to vfio-pci in L1) in its libvirt guest, which L2's own kernel
+sees; hard and soft reboot, stop/start, suspend/resume, rebuild,
+shelve (offloaded)/unshelve and a resize on the same host keep L2 seeing
+exactly its VF; deleted, its allocation is gone and the VF is back on
+igbvf (tools/mini_cloud_l1.py checks each step). L1 boots once for all
+of it.
 """
 
 import os
@@ -57,8 +61,21 @@ def test_a_server_lands_on_a_real_vf_through_nova(tmp_path):
     held = re.search(r'NOVA-IN-L1: server \S+ on nested-l1 holds VF '
                      r'(\S+) of (\S+) \(vfio-pci in L1\)', out)
     assert held, tail
-    assert ('NOVA-IN-L1: after the delete VF %s is back on igbvf, no guest '
-            'in L1, no allocation' % held.group(1)) in out, tail
+    vf = held.group(1)
+    # Each operation, on the real kernel, libvirt and QEMU of L1: L2's
+    # own kernel sees exactly the one VF L1's domain has.
+    for what in ('hard reboot', 'soft reboot', 'stop and start',
+                 'suspend and resume', 'rebuild'):
+        assert 'NOVA-IN-L1: %s: L2 sees its VF %s (' % (what, vf) in out, (
+            what, tail)
+    assert ('NOVA-IN-L1: suspended: the guest saved, VF %s back on igbvf '
+            "and still the server's" % vf) in out, tail
+    assert re.search(r'NOVA-IN-L1: shelve \(offloaded\) and unshelve: L2 '
+                     r'sees its VF 0000:\S+ \(', out), tail
+    assert re.search(r'NOVA-IN-L1: resize on the same host, confirmed: L2 '
+                     r'sees its VF 0000:\S+ \(', out), tail
+    assert re.search(r'NOVA-IN-L1: after the delete VF 0000:\S+ is back on '
+                     r'igbvf, no guest in L1, no allocation', out), tail
     # What the operator typed.
     assert '$ openstack server create --flavor accel.nic.vf' in out, tail
     assert "resources:CUSTOM_NIC='1'" in out, tail

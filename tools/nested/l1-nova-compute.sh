@@ -9,8 +9,9 @@
 # registered with the cloud on the host. It then answers the host's
 # checks until the host asks it to stop:
 #   $L1_CONTROL/check-N   -> writes $L1_CONTROL/result-N (JSON: the
-#                            libvirt domains with their hostdevs, the VFs
-#                            with their drivers)
+#                            libvirt domains with their hostdevs and what
+#                            the L2 guest last said it sees, the VFs with
+#                            their drivers)
 #   $L1_CONTROL/stop      -> stops nova-compute and powers L1 off
 # Progress goes to $L1_CONTROL/status (one word a line: up, compute).
 #
@@ -35,15 +36,22 @@ helper="$L1_VENV/bin/privsep-helper --config-file $L1_NOVA_CONF \
 # What differs from a compute on the host: the libvirt driver, this
 # machine's own sysfs and state, and Nova's privsep daemons started
 # without sudo (there is none).
+# The operations the host drives: a guest that ignores ACPI (L2's init)
+# is stopped, or soft-rebooted, after a few seconds rather than minutes;
+# a shelved server is offloaded at once; a resize may stay on this host.
 cat > /run/l1-compute.conf <<EOF
 [DEFAULT]
 compute_driver = cyborg_nova.LibvirtDriver
 debug = True
 state_path = /var/lib/nova
 instances_path = /var/lib/nova/instances
+shutdown_timeout = 5
+shelved_offload_time = 0
+allow_resize_to_same_host = True
 [oslo_concurrency]
 lock_path = /var/lib/nova/locks
 [libvirt]
+wait_soft_reboot_seconds = 10
 virt_type = $([ -c /dev/kvm ] && echo kvm || echo qemu)
 cpu_mode = $([ -c /dev/kvm ] && echo host-passthrough || echo none)
 [cyborg_nova]
@@ -77,6 +85,7 @@ report() {
     "$L1_VENV/bin/python" - "$pf" <<'PY'
 import json
 import os
+import re
 import sys
 import xml.etree.ElementTree as ET
 
@@ -95,6 +104,39 @@ def driver(address):
         return None
 
 
+IGB_VF = '0x8086:0x10ca'
+
+
+def l2_sees(uuid):
+    """What L2 printed last on its console (Nova's console.log).
+
+    The last complete pci-set: the guest's functions, as L2's own kernel
+    shows them; the log starts anew at each start of the domain.
+    """
+    path = '/var/lib/nova/instances/%s/console.log' % uuid
+    try:
+        with open(path, errors='replace') as f:
+            text = f.read()
+    except OSError:
+        return None
+    found, current = None, None
+    for line in text.splitlines():
+        if line.startswith('L2: pci-set begin'):
+            current = []
+        elif line.startswith('L2: pci-set end') and current is not None:
+            found, current = current, None
+        elif current is not None:
+            current.append(line)
+    if found is None:
+        return None
+    # The kernel's messages share the console: the pairs are read from
+    # the set's whole text.
+    pairs = re.findall(r'\b(0x[0-9a-f]{4}:0x[0-9a-f]{4}) +driver=(\S+)',
+                       ' '.join(found))
+    return {'igb_vfs': sum(1 for ids, _ in pairs if ids == IGB_VF),
+            'boots': text.count('L2: up at')}
+
+
 conn = libvirt.open('qemu:///system')
 domains = {}
 for dom in conn.listAllDomains(0):
@@ -105,8 +147,10 @@ for dom in conn.listAllDomains(0):
         found.append('%04x:%02x:%02x.%x' % tuple(
             int(a.get(k), 16) for k in ('domain', 'bus', 'slot',
                                         'function')))
-    domains[dom.UUIDString()] = {'active': bool(dom.isActive()),
-                                 'hostdevs': sorted(found)}
+    uuid = dom.UUIDString()
+    domains[uuid] = {'active': bool(dom.isActive()),
+                     'hostdevs': sorted(found),
+                     'l2': l2_sees(uuid.lower())}
 print(json.dumps({'pf': pf, 'vfs': {v: driver(v) for v in vfs},
                   'domains': domains}))
 PY

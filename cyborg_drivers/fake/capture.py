@@ -47,11 +47,11 @@ import errno
 import json
 import os
 import re
-import shutil
 import stat
 import sys
-import tempfile
 import time
+
+from cyborg_drivers.fake import staging
 
 _ADDRESS = re.compile(r'^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$')
 _UUID = re.compile(r'^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$')
@@ -280,37 +280,26 @@ def capture(dest: str, root: str = '/sys',
             raise CaptureError('not on the bus under %s: %s'
                                % (devices, ', '.join(missing)))
     wanted = addresses or present
-    dest = os.path.abspath(dest)
-    if os.path.lexists(dest) and (not os.path.isdir(dest)
-                                  or os.listdir(dest)):
-        raise CaptureError('%s exists and is not an empty directory' % dest)
-    parent = os.path.dirname(dest)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix='.%s.' % os.path.basename(dest),
-                           dir=parent)
     try:
-        # A directory, and sysfs directories are 0755: the capture must
-        # read like the host for unprivileged readers too.
-        os.chmod(tmp, 0o755)  # nosec B103
-        job = _Capture(root, tmp)
-        for address in wanted:
-            job.function(address)
-        job.numa()
-        manifest = {
-            'requested': list(addresses or []),
-            'functions': sorted(a for a in job.done if _ADDRESS.match(a)),
-            'skipped': job.skipped,
-            'kernel': _kernel(root),
-            'captured_at': time.strftime('%Y-%m-%dT%H:%M:%SZ',
-                                         time.gmtime()),
-        }
-        with open(os.path.join(tmp, 'capture.json'), 'w') as f:
-            json.dump(manifest, f, indent=1, sort_keys=True)
-            f.write('\n')
-        os.rename(tmp, dest)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        with staging.staged(os.path.abspath(dest)) as tmp:
+            job = _Capture(root, tmp)
+            for address in wanted:
+                job.function(address)
+            job.numa()
+            manifest = {
+                'requested': list(addresses or []),
+                'functions': sorted(a for a in job.done
+                                    if _ADDRESS.match(a)),
+                'skipped': job.skipped,
+                'kernel': _kernel(root),
+                'captured_at': time.strftime('%Y-%m-%dT%H:%M:%SZ',
+                                             time.gmtime()),
+            }
+            with open(os.path.join(tmp, 'capture.json'), 'w') as f:
+                json.dump(manifest, f, indent=1, sort_keys=True)
+                f.write('\n')
+    except FileExistsError:
+        raise CaptureError('%s exists and is not an empty directory' % dest)
     return manifest
 
 

@@ -36,15 +36,13 @@ Usage: ``python -m cyborg_drivers.fake.hosttree PROFILE DEST``.
 from __future__ import annotations
 
 import argparse
-import errno
 import os
-import shutil
 import struct
 import sys
-import tempfile
 import zlib
 
 from cyborg_drivers.fake import profile as profile_lib
+from cyborg_drivers.fake import staging
 
 PROFILE_NAMES = profile_lib.PROFILE_NAMES
 ProfileError = profile_lib.ProfileError
@@ -101,25 +99,8 @@ def build_tree(profile: dict | str, root: str) -> None:
         profile = load_profile(profile)
     else:
         profile = normalise_profile(profile)
-    root = os.path.realpath(root)
-    if os.path.lexists(root) and (not os.path.isdir(root)
-                                  or os.listdir(root)):
-        raise FileExistsError(errno.EEXIST, 'destination exists and is not '
-                              'an empty directory', root)
-    parent = os.path.dirname(root)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix='.%s.' % os.path.basename(root),
-                           dir=parent)
-    try:
-        # A directory, and sysfs directories are 0755: the fake tree
-        # must read like the real one for unprivileged readers too.
-        os.chmod(tmp, 0o755)  # nosec B103
+    with staging.staged(os.path.realpath(root)) as tmp:
         _Builder(profile, tmp).build()
-        # rename(2) replaces an empty directory atomically.
-        os.rename(tmp, root)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def _write(path: str, text: str) -> None:

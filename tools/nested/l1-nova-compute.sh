@@ -38,7 +38,9 @@ helper="$L1_VENV/bin/privsep-helper --config-file $L1_NOVA_CONF \
 # without sudo (there is none).
 # The operations the host drives: a guest that ignores ACPI (L2's init)
 # is stopped, or soft-rebooted, after a few seconds rather than minutes;
-# a shelved server is offloaded at once; a resize may stay on this host.
+# a shelved server is offloaded at once; a resize may stay on this host,
+# where the old and the new guest's 1 GB disks must both fit L1's small
+# root (L2 never writes its disk).
 cat > /run/l1-compute.conf <<EOF
 [DEFAULT]
 compute_driver = cyborg_nova.LibvirtDriver
@@ -48,6 +50,7 @@ instances_path = /var/lib/nova/instances
 shutdown_timeout = 5
 shelved_offload_time = 0
 allow_resize_to_same_host = True
+disk_allocation_ratio = 16.0
 [oslo_concurrency]
 lock_path = /var/lib/nova/locks
 [libvirt]

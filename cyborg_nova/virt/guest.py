@@ -338,8 +338,8 @@ class GuestAcceleratorsMixin:
         scheduler does not claim them on a destination, and its move
         deletes them with the source's allocation. One sentence per
         resource class held beyond what the flavor asks for (Nova's own
-        reading of the flavor, ``resources_from_flavor_and_bfv``), naming
-        the accelerators that hold it.
+        reading of the flavor, ``resources_from_flavor``), naming the
+        accelerators that hold it.
         """
         allocations = moves.consumer_allocations(context, consumer)
         if not allocations:
@@ -353,8 +353,8 @@ class GuestAcceleratorsMixin:
                 held.setdefault(rc, {})[ours[rp][1]] = amount
         if not held:
             return []
-        asked = scheduler_utils.resources_from_flavor_and_bfv(
-            instance.flavor, False)
+        asked = scheduler_utils.resources_from_flavor(instance,
+                                                     instance.flavor)
         return ['%d %s on %s, its flavor asks for %d'
                 % (sum(by.values()), rc, ', '.join(sorted(by)),
                    asked.get(rc, 0))

@@ -351,6 +351,29 @@ class TestInPlace(moves.MovesTestCase):
                       self.stdlog.logger.output)
         self.assertEqual(usage, self.check())
 
+    def test_a_guest_that_keeps_its_units_is_not_suspended(self):
+        # The guest never releases the VFs (a real guest without PCIe
+        # hot-plug support does not).
+        self.useFixture(fixtures.MonkeyPatch(
+            'nova.tests.fixtures.libvirt.Domain.detachDeviceFlags',
+            lambda dom, xml, flags: None))
+        self.useFixture(fixtures.MonkeyPatch(
+            'cyborg_nova.virt.guest.SUSPEND_DETACH_TIMEOUT', 1))
+        usage = self.usage()
+        # The harness turns casts into calls: the failure reaches the
+        # API (a real cloud answers 202 and records it).
+        self.api.api_post('/servers/%s/action' % self.server['id'],
+                          {'suspend': {}}, check_response_status=[202, 500])
+        server = self._wait_for_state_change(self.server, 'ACTIVE')
+        self.assertIn('did not release accelerator unit %s within 1 s'
+                      % self.before[0], self.stdlog.logger.output)
+        # Still running, with its units, allocations unchanged.
+        self.assertEqual(fakelibvirt.VIR_DOMAIN_RUNNING,
+                         self.domain('host1', server).info()[0])
+        self.assertEqual(self.before, moves.hostdevs(
+            self.domain('host1', server).XMLDesc(0)))
+        self.assertEqual(usage, self.check())
+
     def test_rebuild(self):
         server = self._rebuild_server(self.server,
                                       self.server['image']['id'])

@@ -12,11 +12,13 @@
 
 """FPGA reprogramming as Nova sees it: scheduling on the new function.
 
-Inside Nova's functional harness (real API, conductor, scheduler, compute
-and Placement): the compute reports fpga-host's cards through the
-``fake`` driver, whose programming writes the loaded function into its
-sysfs tree as a card would show it. The bitstream library is real files
-with GBS headers and a manifest.
+Inside Nova's functional harness (real API, conductor, scheduler and
+Placement; the compute on the real LibvirtDriver over Nova's
+fakelibvirt): the compute reports fpga-host's cards through the ``fake``
+accelerator driver, whose programming writes the loaded function into
+its sysfs tree as a card would show it. The bitstream library is real
+files with GBS headers and a manifest. Moves are in
+test_programming_moves.py.
 """
 
 import json
@@ -46,7 +48,7 @@ def function_trait(function_id):
 NLB0, DMA = function_trait(fakes.NLB0), function_trait(fakes.DMA_AFU)
 
 
-class ProgrammingTestCase(base.AcceleratorTestCase):
+class ProgrammingTestCase(base.LibvirtAcceleratorTestCase):
 
     enabled_drivers = ['fake']
 
@@ -67,7 +69,7 @@ class ProgrammingTestCase(base.AcceleratorTestCase):
         self.fake_tree = os.path.join(self.workdir, HOST, 'fake-sys')
         self.flags(host_profile='fpga-host', tree_path=self.fake_tree,
                    group='cyborg_fake')
-        self.compute = self._start_compute(HOST)
+        self.compute = self.start_compute(hostname=HOST)
         self.rps = {a: rp['uuid']
                     for a, rp in self.accelerator_providers(HOST).items()}
 

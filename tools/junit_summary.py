@@ -14,7 +14,9 @@
 
 Usage: python tools/junit_summary.py [--no-skips] REPORT.xml [...]
 
-Prints each suite's counts, every skipped test with its reason, then
+Prints each suite's counts, every failed test with the start of its
+message (a CI log that keeps only its end still names the failure, a
+random test's seed included), every skipped test with its reason, then
 ``total: N passed, N failed, N skipped`` (errors count as failed). Exit 1
 if a report is missing or unreadable, or, with ``--no-skips``, if any
 test was skipped: where the set-up could install everything (as root),
@@ -26,22 +28,35 @@ import sys
 import xml.etree.ElementTree as ET
 
 
+# How much of a failure's message is printed: enough for a random
+# test's seed and its last operations.
+MESSAGE_CHARS = 600
+
+
 def counts(path):
-    """(passed, failed, skipped, [(test, reason) of each skip])."""
+    """The counts of the report at ``path``, and what each test said.
+
+    (passed, failed, skipped, [(test, reason) of each skip],
+    [(test, message) of each failure or error])
+    """
     root = ET.parse(path).getroot()
     suites = [root] if root.tag == 'testsuite' else root.iter('testsuite')
     tests = failed = skipped = 0
-    skips = []
+    skips, failures = [], []
     for suite in suites:
         tests += int(suite.get('tests', 0))
         failed += int(suite.get('failures', 0)) + int(suite.get('errors', 0))
         skipped += int(suite.get('skipped', 0))
         for case in suite.iter('testcase'):
+            name = '%s.%s' % (case.get('classname'), case.get('name'))
             for skip in case.iter('skipped'):
-                skips.append(('%s.%s' % (case.get('classname'),
-                                         case.get('name')),
-                              skip.get('message', '')))
-    return tests - failed - skipped, failed, skipped, skips
+                skips.append((name, skip.get('message', '')))
+            for tag in ('failure', 'error'):
+                for fault in case.iter(tag):
+                    message = ' '.join((fault.get('message') or
+                                        fault.text or '').split())
+                    failures.append((name, message[:MESSAGE_CHARS]))
+    return tests - failed - skipped, failed, skipped, skips, failures
 
 
 def main(argv):
@@ -51,13 +66,15 @@ def main(argv):
     ok = True
     for path in paths:
         try:
-            passed, failed, skipped, skips = counts(path)
+            passed, failed, skipped, skips, failures = counts(path)
         except (OSError, ET.ParseError) as exc:
             print('%s: no report (%s)' % (path, exc))
             ok = False
             continue
         print('%s: %d passed, %d failed, %d skipped'
               % (path.rsplit('/', 1)[-1], passed, failed, skipped))
+        for test, message in failures:
+            print('  failed %s: %s' % (test, message))
         for test, reason in skips:
             print('  skipped %s: %s' % (test, reason))
         total = [total[0] + passed, total[1] + failed, total[2] + skipped]

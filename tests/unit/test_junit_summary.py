@@ -24,7 +24,9 @@ REPORT = '''<?xml version="1.0" encoding="utf-8"?>
  tests="4">
 <testcase classname="tests.a" name="test_one"/>
 <testcase classname="tests.a" name="test_two"/>
-<testcase classname="tests.b" name="test_three"><failure message="x"/>
+<testcase classname="tests.b" name="test_three"><failure
+ message="AssertionError: seed 42 failed after 7 operations&#10;  in op_boot"
+ >the traceback</failure>
 </testcase>
 %s
 </testsuite></testsuites>
@@ -47,6 +49,9 @@ def test_counts_and_each_skip_with_its_reason(tmp_path):
     assert 'suite.xml: 2 passed, 1 failed, 1 skipped' in proc.stdout
     assert ('skipped tests.b.test_four: lspci (pciutils) is not installed'
             in proc.stdout)
+    # A failure is named with its message on one line.
+    assert ('failed tests.b.test_three: AssertionError: seed 42 failed '
+            'after 7 operations in op_boot\n' in proc.stdout)
     assert proc.stdout.endswith('total: 2 passed, 1 failed, 1 skipped\n')
 
 

@@ -75,6 +75,31 @@ class TestEvacuate(moves.MovesTestCase):
         self.assertEqual([], self.units(server, 'host1'))
         self.check()
 
+    def test_source_back_while_the_destination_is_down(self):
+        # The source asks the destination whether their storage is
+        # shared; with the destination down that call fails after
+        # rpc_response_timeout and Nova destroys the guest all the same.
+        self.flags(rpc_response_timeout=2)
+        flavor = self.qat_flavor(2)
+        server = self.start_on('host1', flavor)
+        source_units = self.units(server, 'host1')
+        server = self._evacuate(server)
+        dest_units = self.units(server, 'host2')
+        self.stop_host('host2')
+        self.restart_host('host1')
+        self.cycle()
+        self.assertEqual([], self.units(server, 'host1'))
+        self.assertEqual({}, self.kept('host1'))
+        # Its old units are free on the source: a new server may get
+        # them, while the destination keeps the evacuee's.
+        other = self.start_on('host1', self.qat_flavor(16))
+        self.assertTrue(set(source_units) <= set(self.units(other)))
+        self.assertEqual(dest_units, self.units(server, 'host2'))
+        self.restart_host('host2')
+        self.cycle()
+        self.assertEqual(dest_units, self.units(server, 'host2'))
+        self.check()
+
     def test_source_down_and_instance_deleted_meanwhile(self):
         flavor = self.qat_flavor(2)
         server = self.start_on('host1', flavor)

@@ -353,8 +353,8 @@ class GuestAcceleratorsMixin:
                 held.setdefault(rc, {})[ours[rp][1]] = amount
         if not held:
             return []
-        asked = scheduler_utils.resources_from_flavor(instance,
-                                                     instance.flavor)
+        asked = scheduler_utils.resources_from_flavor(
+            instance, instance.flavor)
         return ['%d %s on %s, its flavor asks for %d'
                 % (sum(by.values()), rc, ', '.join(sorted(by)),
                    asked.get(rc, 0))

@@ -24,6 +24,7 @@ a skip means a missing install step, which must fail CI rather than pass
 quietly.
 """
 
+import re
 import sys
 import xml.etree.ElementTree as ET
 
@@ -31,6 +32,29 @@ import xml.etree.ElementTree as ET
 # How much of a failure's message is printed: enough for a random
 # test's seed and its last operations.
 MESSAGE_CHARS = 600
+
+
+# The line of a Python traceback that names the exception.
+EXCEPTION_LINE = re.compile(r'[A-Za-z_][\w.]*(Error|Exception|Failure)\b')
+
+
+def fault_message(fault):
+    """What a failure or error said, on one line.
+
+    pytest puts the exception in ``message``. A testtools test's report
+    has only a placeholder there, its logs first in the text and the
+    traceback last: the last line naming an exception, and what follows
+    it, say what failed.
+    """
+    message = fault.get('message') or ''
+    text = fault.text or ''
+    if not message or message.startswith('NOTE: Incompatible Exception'):
+        lines = text.splitlines()
+        starts = [i for i, line in enumerate(lines)
+                  if EXCEPTION_LINE.match(line)]
+        message = '\n'.join(lines[starts[-1]:]) if starts else (
+            message or text)
+    return ' '.join(message.split())[:MESSAGE_CHARS]
 
 
 def counts(path):
@@ -53,9 +77,7 @@ def counts(path):
                 skips.append((name, skip.get('message', '')))
             for tag in ('failure', 'error'):
                 for fault in case.iter(tag):
-                    message = ' '.join((fault.get('message') or
-                                        fault.text or '').split())
-                    failures.append((name, message[:MESSAGE_CHARS]))
+                    failures.append((name, fault_message(fault)))
     return tests - failed - skipped, failed, skipped, skips, failures
 
 

@@ -20,14 +20,26 @@ TOOL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), 'tools', 'junit_summary.py')
 
 REPORT = '''<?xml version="1.0" encoding="utf-8"?>
-<testsuites><testsuite name="pytest" errors="0" failures="1" skipped="%d"
- tests="4">
+<testsuites><testsuite name="pytest" errors="0" failures="2" skipped="%d"
+ tests="5">
 <testcase classname="tests.a" name="test_one"/>
 <testcase classname="tests.a" name="test_two"/>
 <testcase classname="tests.b" name="test_three"><failure
  message="AssertionError: seed 42 failed after 7 operations&#10;  in op_boot"
  >the traceback</failure>
 </testcase>
+<testcase classname="tests.c" name="test_five"><failure
+ message="NOTE: Incompatible Exception Representation, displaying natively"
+ >pythonlogging:'': {{{
+2026-11-27 16:02:05,401 INFO [nova.api] GET /v2.1/servers
+}}}
+
+Traceback (most recent call last):
+  File "tests/c.py", line 346, in test_five
+    self.assertEqual([], missing)
+testtools.matchers._impl.MismatchError: [] != ['resize']: seed 720931271
+never did these
+</failure></testcase>
 %s
 </testsuite></testsuites>
 '''
@@ -46,13 +58,17 @@ def run(tmp_path, *args, skipped=True):
 def test_counts_and_each_skip_with_its_reason(tmp_path):
     proc = run(tmp_path)
     assert proc.returncode == 0, proc.stdout
-    assert 'suite.xml: 2 passed, 1 failed, 1 skipped' in proc.stdout
+    assert 'suite.xml: 2 passed, 2 failed, 1 skipped' in proc.stdout
     assert ('skipped tests.b.test_four: lspci (pciutils) is not installed'
             in proc.stdout)
     # A failure is named with its message on one line.
     assert ('failed tests.b.test_three: AssertionError: seed 42 failed '
             'after 7 operations in op_boot\n' in proc.stdout)
-    assert proc.stdout.endswith('total: 2 passed, 1 failed, 1 skipped\n')
+    # A testtools report: its traceback's last exception, not its logs.
+    assert ("failed tests.c.test_five: testtools.matchers._impl."
+            "MismatchError: [] != ['resize']: seed 720931271 never did "
+            "these\n" in proc.stdout)
+    assert proc.stdout.endswith('total: 2 passed, 2 failed, 1 skipped\n')
 
 
 def test_no_skips_fails_a_run_with_a_skip(tmp_path):

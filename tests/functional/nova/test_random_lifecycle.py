@@ -314,19 +314,15 @@ class TestRandomLifecycle(moves.MovesTestCase):
         count = int(os.environ.get('CYBORG_NOVA_LIFECYCLE_OPS',
                                    self.DEFAULT_OPS))
         rng = random.Random(seed)
-        ops, weights = zip(*self.OPERATIONS)
+        ops = [op for op, _ in self.OPERATIONS]
         done = []
         try:
-            # A short run (the older Novas do 60) may not have drawn
+            # A short run (the older Novas do 40) may not have drawn
             # every kind of move by ``count``: it goes on until it has,
             # up to three times as long.
             while len(done) < count or (
                     self.missing(done) and len(done) < 3 * count):
-                # While a compute is down, its servers are evacuated
-                # more often.
-                op = rng.choices(ops, weights if not self.down else [
-                    w * (3 if o is TestRandomLifecycle.op_evacuate else 1)
-                    for o, w in self.OPERATIONS])[0]
+                op = rng.choices(ops, self.weights(done, count))[0]
                 what = op(self, rng)
                 if what is None:
                     continue
@@ -348,6 +344,36 @@ class TestRandomLifecycle(moves.MovesTestCase):
 
     # What a run must have done, by the first word of what each step did.
     REQUIRED = ('boot', 'resize', 'migrate', 'evacuate', 'compute')
+    # The kind each operation's step counts as, where it is required.
+    KINDS = {'op_boot': 'boot', 'op_resize': 'resize',
+             'op_migrate': 'migrate', 'op_evacuate': 'evacuate',
+             'op_host_down': 'compute', 'op_host_up': 'compute'}
+
+    def weights(self, done, count):
+        """Each operation's weight for the next draw.
+
+        While a compute is down its servers are evacuated more often.
+        Past ``count`` steps, a run that has not yet done a required kind
+        draws it ten times as often, and what it waits on too: a cold
+        move needs every compute up, an evacuation one down. Without
+        that, a run whose computes were down for long stretches could
+        reach three times ``count`` without a resize.
+        """
+        missing = set(self.missing(done)) if len(done) >= count else set()
+        weights = []
+        for op, weight in self.OPERATIONS:
+            name = op.__name__
+            if self.down and name == 'op_evacuate':
+                weight *= 3
+            if self.KINDS.get(name) in missing:
+                weight *= 10
+            if ((name == 'op_host_up' and self.down
+                 and missing & {'resize', 'migrate'})
+                    or (name == 'op_host_down' and not self.down
+                        and 'evacuate' in missing)):
+                weight *= 10
+            weights.append(weight)
+        return weights
 
     @staticmethod
     def kinds(done):

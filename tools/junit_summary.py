@@ -30,7 +30,7 @@ import xml.etree.ElementTree as ET
 
 
 # How much of a failure's message is printed: enough for a random
-# test's seed and its last operations.
+# test's seed and what failed.
 MESSAGE_CHARS = 600
 
 

@@ -329,11 +329,13 @@ class TestRandomLifecycle(moves.MovesTestCase):
                 done.append(what)
                 self.check_up_hosts()
         except Exception as exc:
+            # What failed comes before the operations, which can be
+            # long: the test command's summary keeps a message's start.
             raise AssertionError(
                 'seed %d failed after %d operations (replay with '
-                'CYBORG_NOVA_LIFECYCLE_SEED=%d) in %s; the operations: %s'
-                '\n%s' % (seed, len(done), seed, op.__name__,
-                          '; '.join(done), exc)) from exc
+                'CYBORG_NOVA_LIFECYCLE_SEED=%d) in %s: %s\nthe '
+                'operations: %s' % (seed, len(done), seed, op.__name__,
+                                    exc, '; '.join(done))) from exc
         kinds = self.kinds(done)
         record('random lifecycle, seed %d: %d operations (%s), '
                'invariants checked after each' % (seed, len(done), ', '.join(

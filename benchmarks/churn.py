@@ -86,7 +86,7 @@ def worker(args) -> int:
 
     from cyborg_nova import fencing
     from cyborg_nova import providers
-    from cyborg_nova import state
+    from cyborg_nova import store as state_store
 
     logging.disable(logging.WARNING)
     job = json.load(open(args.job))
@@ -141,7 +141,8 @@ def worker(args) -> int:
         node = scale.nodename(h)
         store = updaters[h].store
         now = store.devices(node)[address].state
-        new = state.UNHEALTHY if now == state.READY else state.READY
+        new = (state_store.UNHEALTHY if now == state_store.READY
+               else state_store.READY)
         store.set_state(node, address, new)
         start = time.perf_counter()
         result = fencer.apply(address, providers.provider_uuid(node, address),

@@ -442,7 +442,7 @@ def make_updater(sysfs_root: str, nics: list[str], state_path: str,
     from cyborg_drivers import discovery
     from cyborg_drivers import loader
     from cyborg_nova import providers
-    from cyborg_nova import state
+    from cyborg_nova import store as state_store
 
     conf = cfg.ConfigOpts()
     conf([])
@@ -452,7 +452,7 @@ def make_updater(sysfs_root: str, nics: list[str], state_path: str,
                       group='cyborg_nic_sriov')
     return providers.ProviderTreeUpdater(
         discovery.Discoverer(drivers, sysfs_root),
-        state.StateStore(state_path),
+        state_store.StateStore(state_path),
         allocations_for or (lambda rp: {}), auto_ready=True)
 
 

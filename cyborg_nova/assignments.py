@@ -36,7 +36,7 @@ import logging
 import time
 from typing import Callable, Iterable, Mapping
 
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 # A row of the unit table; callers know it as assignments.Assignment.
 from cyborg_nova.store.units import Assignment
 

@@ -35,7 +35,7 @@ from cyborg_drivers.drivers import intel_qat
 from cyborg_drivers import loader
 from cyborg_drivers import sysfs
 from cyborg_nova import providers
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 
 LOG = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ import os_traits
 from cyborg_drivers import device as device_model
 from cyborg_drivers import discovery
 from cyborg_nova import remote_devices
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 
 LOG = logging.getLogger(__name__)
 

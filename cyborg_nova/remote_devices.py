@@ -36,7 +36,7 @@ import time
 from typing import Iterable
 
 from cyborg_drivers import device as device_model
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 from cyborg_nova.store import remote as remote_table
 
 LOG = logging.getLogger(__name__)

@@ -36,7 +36,7 @@ from typing import Callable
 from cyborg_drivers import device as device_model
 from cyborg_drivers import sysfs
 from cyborg_nova import providers
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 
 LOG = logging.getLogger(__name__)
 

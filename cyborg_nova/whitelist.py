@@ -40,7 +40,7 @@ from cyborg_drivers import sysfs
 from cyborg_nova.conf import privsep as privsep_conf
 from cyborg_nova import lifecycle
 from cyborg_nova import privileged
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 
 #: Drivers whose accelerators are not devices of this host's bus (the
 #: fake driver reports a host profile's devices): they cannot clash.

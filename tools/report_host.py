@@ -40,7 +40,7 @@ from cyborg_drivers import loader
 from cyborg_nova import conf as cn_conf
 from cyborg_nova import lifecycle
 from cyborg_nova import providers
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 
 ROOT_NAMESPACE = uuid.UUID('2b4c6c1e-8d7a-4f0e-9a55-7d1f6d7e2c11')
 
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
         sess, service_type='placement', default_microversion='1.39'))
     conf.set_override('enabled_drivers', args.drivers.split(','),
                       group='cyborg_nova')
-    store = state.StateStore(args.state_path)
+    store = state_store.StateStore(args.state_path)
     # As nova-compute: the configured drivers, with the host's
     # driver-install / driver-uninstall choices applied.
     names = lifecycle.effective_names(conf, store)

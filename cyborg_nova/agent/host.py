@@ -34,7 +34,7 @@ from cyborg_drivers import inventory
 from cyborg_nova import fencing
 from cyborg_nova import notifications
 from cyborg_nova import providers
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 
 LOG = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from typing import Callable, Iterable
 from cyborg_drivers import device as device_model
 from cyborg_nova import fencing
 from cyborg_nova import remote_devices
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 
 LOG = logging.getLogger(__name__)
 

@@ -54,7 +54,7 @@ from cyborg_nova import notifications
 from cyborg_nova import placement
 from cyborg_nova import programming
 from cyborg_nova import services
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 
 LOG = logging.getLogger(__name__)
 PROG = 'cyborg-nova-agent'

@@ -27,9 +27,11 @@ from cyborg_drivers import base
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
 from cyborg_drivers import sysfs
-from cyborg_nova import attach
 from cyborg_nova.cmd import hostargs
 from cyborg_nova.conf import privsep as privsep_conf
+from cyborg_nova.hotplug import errors as hotplug_errors
+from cyborg_nova.hotplug import flow as hotplug_flow
+from cyborg_nova.hotplug import guest as hotplug_guest
 from cyborg_nova import lifecycle
 from cyborg_nova import placement
 
@@ -58,7 +60,7 @@ def _common_parser(parser: argparse.ArgumentParser, verb: str,
         help='the accelerator to %s: its PCI address (e.g. 0000:3b:00.0) '
              'or its resource provider uuid (device-list)' % verb)
     parser.add_argument(
-        '--libvirt-uri', default=attach.DEFAULT_URI, metavar='<uri>',
+        '--libvirt-uri', default=hotplug_guest.DEFAULT_URI, metavar='<uri>',
         help='libvirt connection URI, as [libvirt] connection_uri of '
              'nova-compute (default: %(default)s). If the connection is '
              'refused for lack of permission, the libvirt_hotplug privsep '
@@ -73,7 +75,7 @@ def _common_parser(parser: argparse.ArgumentParser, verb: str,
                                       conflict_handler='resolve')
     group.add_argument(
         '--timeout', dest='guest_timeout', type=_seconds,
-        default=attach.DEFAULT_TIMEOUT, metavar='<seconds>',
+        default=hotplug_guest.DEFAULT_TIMEOUT, metavar='<seconds>',
         help='%s (default: %%(default)g)' % wait)
     parser.set_defaults(timeout=None)
     return parser
@@ -101,21 +103,21 @@ def _prepare(app, parsed_args):
     instance libvirt does not know.
     """
     conf = hostargs.conf(app)
-    server = attach.server_uuid(parsed_args.server)
+    server = hotplug_flow.server_uuid(parsed_args.server)
     store = hostargs.store(conf)
     try:
         drivers = loader.load(conf, lifecycle.effective_names(conf, store))
         found = discovery.Discoverer(
             drivers, conf.cyborg_nova.sysfs_root).discover().accelerators
     except (base.DriverError, sysfs.NoSysfs) as exc:
-        raise attach.AttachError('cannot discover this host\'s '
-                                 'accelerators: %s' % exc)
-    accelerator = attach.find_accelerator(found, parsed_args.nodename,
-                                          parsed_args.device)
+        raise hotplug_errors.AttachError('cannot discover this host\'s '
+                                         'accelerators: %s' % exc)
+    accelerator = hotplug_flow.find_accelerator(found, parsed_args.nodename,
+                                                parsed_args.device)
     client = hostargs.placement_client(app, parsed_args)
     if os.geteuid() != 0:
         _start_privsep(conf)
-    guest = attach.open_guest(parsed_args.libvirt_uri, server)
+    guest = hotplug_guest.open_guest(parsed_args.libvirt_uri, server)
     return store, client, accelerator, guest
 
 
@@ -145,9 +147,9 @@ class InstanceAttach(hostargs.HostCommand, command.Command):
     def take_action(self, parsed_args):
         store, client, accelerator, guest = _prepare(self.app, parsed_args)
         try:
-            result = attach.attach(client, store, parsed_args.nodename,
-                                   guest, accelerator, parsed_args.count,
-                                   parsed_args.guest_timeout)
+            result = hotplug_flow.attach(client, store, parsed_args.nodename,
+                                         guest, accelerator, parsed_args.count,
+                                         parsed_args.guest_timeout)
         finally:
             guest.close()
         self.app.stdout.write(
@@ -174,9 +176,9 @@ class InstanceDetach(hostargs.HostCommand, command.Command):
     def take_action(self, parsed_args):
         store, client, accelerator, guest = _prepare(self.app, parsed_args)
         try:
-            result = attach.detach(client, store, parsed_args.nodename,
-                                   guest, accelerator,
-                                   parsed_args.guest_timeout)
+            result = hotplug_flow.detach(client, store, parsed_args.nodename,
+                                         guest, accelerator,
+                                         parsed_args.guest_timeout)
         finally:
             guest.close()
         self.app.stdout.write(

@@ -29,11 +29,11 @@ from cyborg_drivers import guest_xml
 from cyborg_drivers import loader
 from cyborg_drivers import sysfs
 from cyborg_nova import assignments
-from cyborg_nova import attach
 from cyborg_nova import audit
 from cyborg_nova.cmd import cli
 from cyborg_nova.cmd import columns
 from cyborg_nova.cmd import hostargs
+from cyborg_nova.hotplug import guest as hotplug_guest
 from cyborg_nova import lifecycle
 from cyborg_nova import placement
 from cyborg_nova import providers as providers_lib
@@ -197,7 +197,8 @@ class Audit(hostargs.HostCommand, lister.Lister):
                  '(the only change this command makes); say why each '
                  'other finding is left alone')
         parser.add_argument(
-            '--libvirt-uri', default=attach.DEFAULT_URI, metavar='<uri>',
+            '--libvirt-uri', default=hotplug_guest.DEFAULT_URI,
+            metavar='<uri>',
             help='libvirt connection URI, as [libvirt] connection_uri of '
                  'nova-compute (default: %(default)s)')
         placement.register_argparse(parser)

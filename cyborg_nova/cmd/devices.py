@@ -25,7 +25,7 @@ from cyborg_nova.cmd import columns
 from cyborg_nova.cmd import hostargs
 from cyborg_nova import lifecycle
 from cyborg_nova import providers
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 
 
 def _found(conf, store):

@@ -19,8 +19,7 @@ from oslo_config import cfg
 
 from cyborg_nova import placement
 # In the library (the agent starts privsep too); the commands call it here.
-from cyborg_nova.privileged import start_privsep  # noqa: F401
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 
 
 class HostCommand:

@@ -22,6 +22,7 @@ from cliff import command
 from cyborg_nova.cmd import hostargs
 from cyborg_nova import lifecycle
 from cyborg_nova import placement
+from cyborg_nova import privileged
 
 
 class DriverInstall(hostargs.HostCommand, command.Command):
@@ -138,8 +139,8 @@ class DriverUpdate(hostargs.HostCommand, command.Command):
         self._update(conf, parsed_args, lifecycle.update_services,
                      parsed_args.qat_services, set_services)
 
-    def _update(self, conf, parsed_args, update, value, privileged):
-        """Run ``update`` with ``privileged`` as its write.
+    def _update(self, conf, parsed_args, update, value, privileged_write):
+        """Run ``update`` with ``privileged_write`` as its write.
 
         The privsep daemon is started only once a write is due, so a
         refusal before it costs no daemon.
@@ -147,8 +148,8 @@ class DriverUpdate(hostargs.HostCommand, command.Command):
         client = hostargs.placement_client(self.app, parsed_args)
 
         def write(address, wanted):
-            hostargs.start_privsep(conf, 'sysfs_admin')
-            return privileged(address, wanted)
+            privileged.start_privsep(conf, 'sysfs_admin')
+            return privileged_write(address, wanted)
         done = update(
             conf, hostargs.store(conf), parsed_args.nodename,
             parsed_args.driver, value, hostargs.allocations_lookup(client),

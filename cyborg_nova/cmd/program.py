@@ -49,7 +49,7 @@ def make_programmer(app, parsed_args) -> programming.Programmer:
     privileged.quiet_import('privsep')
     return programming.Programmer(
         conf, store, client, drivers, conf.cyborg_nova.sysfs_root,
-        privileged_setup=lambda: hostargs.start_privsep(conf, 'sysfs_admin'),
+        privileged_setup=lambda: privileged.start_privsep(conf, 'sysfs_admin'),
         notifier=notifications.Notifier(
             conf, 'cyborg-nova-program.%s' % socket.gethostname()))
 

@@ -20,6 +20,7 @@ from cliff import lister
 
 from cyborg_nova.cmd import columns
 from cyborg_nova.cmd import hostargs
+from cyborg_nova import privileged
 from cyborg_nova import whitelist
 
 
@@ -113,7 +114,7 @@ class WhitelistSync(hostargs.HostCommand, command.Command):
         if parsed_args.dry_run:
             out(plan.content)
             return
-        hostargs.start_privsep(conf, 'nova_config')
+        privileged.start_privsep(conf, 'nova_config')
         result = whitelist.sync(plan)
         if not result['changed']:
             out('%s is up to date; nothing to restart\n' % result['path'])

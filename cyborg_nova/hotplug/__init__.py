@@ -17,5 +17,5 @@ order and undoes them on failure: the instance's allocations
 (:mod:`.allocations`), the units in the host's state store
 (:mod:`cyborg_nova.assignments`) and the devices of its libvirt domain
 (:mod:`.guest`). :mod:`.errors` holds :class:`AttachError`, which all of
-them raise. :mod:`cyborg_nova.attach` gives callers the public names.
+them raise. Callers import the module they need.
 """

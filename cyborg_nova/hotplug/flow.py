@@ -48,7 +48,7 @@ from cyborg_nova.hotplug.allocations import without
 from cyborg_nova.hotplug.errors import AttachError
 from cyborg_nova.hotplug import guest as guest_lib
 from cyborg_nova import providers
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 
 LOG = logging.getLogger(__name__)
 

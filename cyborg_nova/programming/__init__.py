@@ -49,33 +49,66 @@ rolling back, and which one follows each journaled step) and
 is importable from here.
 """
 
-from cyborg_nova.programming.journal import CHECKED  # noqa: F401
-from cyborg_nova.programming.journal import CREATED  # noqa: F401
-from cyborg_nova.programming.journal import DONE  # noqa: F401
-from cyborg_nova.programming.journal import FAILED  # noqa: F401
-from cyborg_nova.programming.journal import FAILED_STEP  # noqa: F401
-from cyborg_nova.programming.journal import FAILING  # noqa: F401
-from cyborg_nova.programming.journal import FENCED  # noqa: F401
-from cyborg_nova.programming.journal import FENCING  # noqa: F401
-from cyborg_nova.programming.journal import Job  # noqa: F401
-from cyborg_nova.programming.journal import JobLock  # noqa: F401
-from cyborg_nova.programming.journal import Journal  # noqa: F401
-from cyborg_nova.programming.journal import PROGRAMMED  # noqa: F401
-from cyborg_nova.programming.journal import PROGRAMMING  # noqa: F401
-from cyborg_nova.programming.journal import ProgrammingError  # noqa: F401
-from cyborg_nova.programming.journal import REFUSED  # noqa: F401
-from cyborg_nova.programming.journal import Refused  # noqa: F401
-from cyborg_nova.programming.journal import ROLLED_BACK  # noqa: F401
-from cyborg_nova.programming.journal import ROLLING_BACK  # noqa: F401
-from cyborg_nova.programming.journal import RUNNING  # noqa: F401
-from cyborg_nova.programming.journal import STATUSES  # noqa: F401
-from cyborg_nova.programming.journal import STEPS  # noqa: F401
-from cyborg_nova.programming.journal import SUCCEEDED  # noqa: F401
-from cyborg_nova.programming.journal import TRAITS_SWAPPED  # noqa: F401
-from cyborg_nova.programming.journal import UNFENCING  # noqa: F401
-from cyborg_nova.programming.journal import VERIFIED  # noqa: F401
-from cyborg_nova.programming.placement import PlacementOps  # noqa: F401
-from cyborg_nova.programming.programmer import Programmer  # noqa: F401
-from cyborg_nova.programming.steps.failure import FAILED_TRAIT  # noqa: F401
-from cyborg_nova.programming.steps.load import MAX_ATTEMPTS  # noqa: F401
-from cyborg_nova.programming.validation import Plan  # noqa: F401
+from cyborg_nova.programming.journal import CHECKED
+from cyborg_nova.programming.journal import CREATED
+from cyborg_nova.programming.journal import DONE
+from cyborg_nova.programming.journal import FAILED
+from cyborg_nova.programming.journal import FAILED_STEP
+from cyborg_nova.programming.journal import FAILING
+from cyborg_nova.programming.journal import FENCED
+from cyborg_nova.programming.journal import FENCING
+from cyborg_nova.programming.journal import Job
+from cyborg_nova.programming.journal import JobLock
+from cyborg_nova.programming.journal import Journal
+from cyborg_nova.programming.journal import PROGRAMMED
+from cyborg_nova.programming.journal import PROGRAMMING
+from cyborg_nova.programming.journal import ProgrammingError
+from cyborg_nova.programming.journal import REFUSED
+from cyborg_nova.programming.journal import Refused
+from cyborg_nova.programming.journal import ROLLED_BACK
+from cyborg_nova.programming.journal import ROLLING_BACK
+from cyborg_nova.programming.journal import RUNNING
+from cyborg_nova.programming.journal import STATUSES
+from cyborg_nova.programming.journal import STEPS
+from cyborg_nova.programming.journal import SUCCEEDED
+from cyborg_nova.programming.journal import TRAITS_SWAPPED
+from cyborg_nova.programming.journal import UNFENCING
+from cyborg_nova.programming.journal import VERIFIED
+from cyborg_nova.programming.placement import PlacementOps
+from cyborg_nova.programming.programmer import Programmer
+from cyborg_nova.programming.steps.failure import FAILED_TRAIT
+from cyborg_nova.programming.steps.load import MAX_ATTEMPTS
+from cyborg_nova.programming.validation import Plan
+
+__all__ = [
+    'CHECKED',
+    'CREATED',
+    'DONE',
+    'FAILED',
+    'FAILED_STEP',
+    'FAILED_TRAIT',
+    'FAILING',
+    'FENCED',
+    'FENCING',
+    'Job',
+    'JobLock',
+    'Journal',
+    'MAX_ATTEMPTS',
+    'PlacementOps',
+    'Plan',
+    'PROGRAMMED',
+    'Programmer',
+    'PROGRAMMING',
+    'ProgrammingError',
+    'REFUSED',
+    'Refused',
+    'ROLLED_BACK',
+    'ROLLING_BACK',
+    'RUNNING',
+    'STATUSES',
+    'STEPS',
+    'SUCCEEDED',
+    'TRAITS_SWAPPED',
+    'UNFENCING',
+    'VERIFIED',
+]

@@ -25,7 +25,7 @@ import fcntl
 import os
 import time
 
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 from cyborg_nova.store import jobs as job_table
 
 # Steps, in order; each is journaled when reached.

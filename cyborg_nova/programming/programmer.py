@@ -46,7 +46,7 @@ from cyborg_nova.programming.steps import dispatch
 from cyborg_nova.programming.validation import Plan
 from cyborg_nova.programming.validation import Validator
 from cyborg_nova import providers
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 
 LOG = logging.getLogger(__name__)
 

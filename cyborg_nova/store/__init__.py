@@ -37,15 +37,30 @@ The conductor-lite's own database (:mod:`cyborg_nova.conductor.db`, on
 oslo.db) is another matter, not this store.
 """
 
-from cyborg_nova.store.devices import DeviceState  # noqa: F401
-from cyborg_nova.store.devices import FAILED  # noqa: F401
-from cyborg_nova.store.devices import HELD  # noqa: F401
-from cyborg_nova.store.devices import identity_of  # noqa: F401
-from cyborg_nova.store.devices import INACTIVE  # noqa: F401
-from cyborg_nova.store.devices import InvalidState  # noqa: F401
-from cyborg_nova.store.devices import PROGRAMMING  # noqa: F401
-from cyborg_nova.store.devices import READY  # noqa: F401
-from cyborg_nova.store.devices import STATES  # noqa: F401
-from cyborg_nova.store.devices import StateStore  # noqa: F401
-from cyborg_nova.store.devices import UNHEALTHY  # noqa: F401
-from cyborg_nova.store.migrations import StoreTooNew  # noqa: F401
+from cyborg_nova.store.devices import DeviceState
+from cyborg_nova.store.devices import FAILED
+from cyborg_nova.store.devices import HELD
+from cyborg_nova.store.devices import identity_of
+from cyborg_nova.store.devices import INACTIVE
+from cyborg_nova.store.devices import InvalidState
+from cyborg_nova.store.devices import PROGRAMMING
+from cyborg_nova.store.devices import READY
+from cyborg_nova.store.devices import STATES
+from cyborg_nova.store.devices import StateStore
+from cyborg_nova.store.devices import UNHEALTHY
+from cyborg_nova.store.migrations import StoreTooNew
+
+__all__ = [
+    'DeviceState',
+    'FAILED',
+    'HELD',
+    'identity_of',
+    'INACTIVE',
+    'InvalidState',
+    'PROGRAMMING',
+    'READY',
+    'STATES',
+    'StateStore',
+    'StoreTooNew',
+    'UNHEALTHY',
+]

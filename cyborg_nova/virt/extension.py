@@ -41,7 +41,7 @@ from cyborg_nova import programming
 from cyborg_nova import providers
 from cyborg_nova import remote_devices
 from cyborg_nova import restore
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 from cyborg_nova.virt import extra_specs
 from cyborg_nova.virt import moves
 

@@ -20,7 +20,7 @@ import sys
 import pytest
 
 from cyborg_nova.cmd import deprecated
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 
 CLI = os.path.join(os.path.dirname(sys.executable), 'cyborg-nova')
 KEYS = {'address', 'vendor_id', 'product_id', 'driver', 'resource_class',
@@ -165,7 +165,7 @@ def test_an_old_name_runs_its_command_and_warns(old, new, tmp_path,
     conf.write_text('[cyborg_nova]\nsysfs_root = %s\nstate_path = %s\n'
                     % (host_tree('gpu-host'), tmp_path / 'state.sqlite'))
     # Created now: the first command to open it would say so on stderr.
-    state.StateStore(str(tmp_path / 'state.sqlite'))
+    state_store.StateStore(str(tmp_path / 'state.sqlite'))
     args = RENAMED_RUNS[new]
     rc, out, err = cli(new, *args, config=str(conf))
     assert 'deprecated' not in err and 'Traceback' not in err

@@ -21,7 +21,7 @@ import uuid
 import pytest
 
 from cyborg_drivers.fake import hosttree
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 from tests.functional import placement_fixture
 
 BIN = os.path.dirname(sys.executable)

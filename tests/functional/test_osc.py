@@ -26,7 +26,7 @@ import pytest
 
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 from tests.functional import test_cli
 from tests.unit import test_osc_plugin
 
@@ -56,7 +56,7 @@ def conf(host_tree, tmp_path):
     empty([])
     found = discovery.Discoverer(loader.load(empty, ['nvidia_gpu']),
                                  root).discover().accelerators
-    state.StateStore(store_path).sync(NODE, found, state.READY)
+    state_store.StateStore(store_path).sync(NODE, found, state_store.READY)
     return str(path)
 
 

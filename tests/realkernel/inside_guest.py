@@ -41,7 +41,7 @@ from cyborg_drivers import guest_xml
 from cyborg_drivers import loader
 from cyborg_nova import assignments
 from cyborg_nova.conf import cyborg_nova as cn_opts
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 from tests.realkernel import l1
 
 URI = 'qemu:///system'
@@ -166,7 +166,7 @@ class Guest:
         self.name = name
         self.console = '/run/%s-console.log' % name
         self.conn = libvirt.open(URI)
-        self.store = assignments.Assignments(state.StateStore(l1.STATE))
+        self.store = assignments.Assignments(state_store.StateStore(l1.STATE))
         self.dom = None
 
     def units(self) -> list[str]:

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from cyborg_nova import assignments
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 
 VFS = ['0000:3b:%02x.%x' % (1 + n // 8, n % 8) for n in range(64)]
 PF = 'pf-provider-uuid'
@@ -32,7 +32,7 @@ def store_path(tmp_path):
 
 
 def make(path):
-    return assignments.Assignments(state.StateStore(path))
+    return assignments.Assignments(state_store.StateStore(path))
 
 
 def test_deterministic_and_idempotent(store_path):
@@ -261,7 +261,7 @@ def test_rows_of_the_first_schema_carry_over(store_path):
                (VFS[0], PF))
     db.commit()
     db.close()
-    a = assignments.Assignments(state.StateStore(store_path))
+    a = assignments.Assignments(state_store.StateStore(store_path))
     assert a.of_consumer('vm1') == {PF: VFS[:1]}
     db = sqlite3.connect(store_path)
     tables = {r[0] for r in db.execute(

@@ -26,7 +26,7 @@ from cyborg_drivers import device as device_model
 from cyborg_nova import fencing
 from cyborg_nova import placement
 from cyborg_nova import providers
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 
 UUID = '7b7c7a3e-9f1d-4c71-8d0e-2f6b5a4c3d21'
 URL = '/resource_providers/%s/inventories' % UUID

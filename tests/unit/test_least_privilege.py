@@ -30,7 +30,7 @@ import pytest
 
 from cyborg_nova.conductor import db as conductor_db
 from cyborg_nova.programming import journal
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 from privsep import nova_conf
 from tests.unit.privsep import fakesysfs
 
@@ -179,7 +179,7 @@ def mode(path):
 
 def test_state_store_and_its_wal_are_0600(tmp_path, no_umask):
     path = str(tmp_path / 'lib' / 'state.sqlite')
-    store = state.StateStore(path)
+    store = state_store.StateStore(path)
     # A reader holding the store open keeps its -wal and -shm files.
     db = sqlite3.connect(path)
     db.execute('SELECT count(*) FROM devices').fetchall()

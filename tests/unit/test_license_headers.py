@@ -84,7 +84,7 @@ def test_python_files_carry_the_apache_notice():
     rels = {os.path.relpath(path, TOP) for path in files}
     # The walk reaches the project, and only it.
     assert 'setup.py' in rels
-    assert os.path.join('cyborg_nova', 'state.py') in rels
+    assert os.path.join('cyborg_nova', 'store', 'database.py') in rels
     assert not any(rel.startswith(('.venv', 'build' + os.sep))
                    for rel in rels)
     missing = []

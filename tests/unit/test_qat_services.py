@@ -20,7 +20,7 @@ import pytest
 from cyborg_nova import conf as conf_module
 from cyborg_nova import lifecycle
 from cyborg_nova import providers
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 import privsep
 from privsep import qat
 from tests.unit.privsep import fakesysfs
@@ -38,7 +38,7 @@ class Host:
         conf_module.register_opts(self.conf)
         self.conf([])
         self.conf.set_override('sysfs_root', root, group='cyborg_nova')
-        self.store = state.StateStore(store_path)
+        self.store = state_store.StateStore(store_path)
         self.consumers = {}
         self.written = []
 
@@ -77,7 +77,7 @@ def test_a_down_device_is_configured(host):
     assert host.written == [(QAT_6XXX, 'sym;dc')]
     assert host.services(QAT_6XXX) == 'sym;dc'
     # Held while it changed, then back to what a new device starts as.
-    assert host.state(QAT_6XXX) == state.INACTIVE
+    assert host.state(QAT_6XXX) == state_store.INACTIVE
 
 
 def test_a_device_that_is_up_is_refused_with_how_to_stop_it(host):
@@ -153,12 +153,12 @@ def test_in_use_refused(host):
 
 def test_a_refusal_of_the_daemon_gives_the_state_back(host):
     host.update('sym', QAT_6XXX)
-    host.store.set_state(NODE, QAT_6XXX, state.READY, 'mine')
+    host.store.set_state(NODE, QAT_6XXX, state_store.READY, 'mine')
 
     def came_up(address, services):
         raise privsep.NotPossible('QAT device %s is up' % address)
     with pytest.raises(lifecycle.LifecycleError, match='refused: QAT '
                        'device %s is up' % QAT_6XXX):
         host.update('dc', QAT_6XXX, set_services=came_up)
-    assert host.state(QAT_6XXX) == state.READY
+    assert host.state(QAT_6XXX) == state_store.READY
     assert host.store.devices(NODE)[QAT_6XXX].reason == 'mine'

@@ -18,7 +18,7 @@ import pytest
 
 from cyborg_drivers import device as device_model
 from cyborg_nova import remote_devices
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 
 NODE = 'cn1'
 
@@ -56,7 +56,7 @@ def test_from_hardware_refuses_what_is_not_a_device(spoil, reason):
 
 @pytest.fixture
 def store(tmp_path):
-    return state.StateStore(str(tmp_path / 'state.sqlite'))
+    return state_store.StateStore(str(tmp_path / 'state.sqlite'))
 
 
 def record(store, endpoint, driver_state, *accelerators, bare=0):
@@ -71,10 +71,10 @@ def test_recorded_devices_come_back_with_their_driver_state(store):
     record(store, 'http://127.0.0.1:7001', 'UP', accelerator(), bare=2)
     [device] = remote_devices.devices(store, NODE)
     assert device.accelerator.units == ('0000:70:00.1', '0000:70:00.2')
-    assert device.state == state.READY
+    assert device.state == state_store.READY
     record(store, 'http://127.0.0.1:7001', 'DOWN', accelerator())
     [device] = remote_devices.devices(store, NODE)
-    assert device.state == state.UNHEALTHY
+    assert device.state == state_store.UNHEALTHY
     assert remote_devices.devices(store, 'other-node') == []
 
 
@@ -127,7 +127,7 @@ def test_the_agent_records_and_fences_one_driver(store):
     # Only the devices of the driver that changed are fenced.
     assert fencer.applied[1:] == [
         ('0000:70:00.0', remote_devices.provider_uuid(NODE, '0000:70:00.0'),
-         state.UNHEALTHY)]
+         state_store.UNHEALTHY)]
     assert recorder.known() == [('http://127.0.0.1:7001', 'CRYPTO'),
                                 ('http://127.0.0.1:7002', 'CRYPTO')]
     assert remote_sync.RemoteRecorder(store, NODE, None, list)(

@@ -23,7 +23,7 @@ from cyborg_drivers import discovery
 from cyborg_drivers import loader
 from cyborg_nova import providers
 from cyborg_nova import restore
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 from privsep import pci
 from tests import sriov_kernel
 
@@ -44,7 +44,7 @@ class Host:
         self.discoverer = discovery.Discoverer(
             loader.load(conf, ['intel_qat']), root)
         store.sync(NODE, self.discoverer.discover().accelerators,
-                   state.READY)
+                   state_store.READY)
         #: consumers by provider uuid; asked for only when VFs would go
         self.consumers = {}
         self.asked = []
@@ -77,7 +77,7 @@ class Host:
 @pytest.fixture
 def host(host_tree, tmp_path):
     return Host(host_tree('crypto-nic-host'),
-                state.StateStore(str(tmp_path / 'state.sqlite')))
+                state_store.StateStore(str(tmp_path / 'state.sqlite')))
 
 
 def test_pf_reset_to_zero_gets_its_vfs_back(host):
@@ -89,7 +89,7 @@ def test_pf_reset_to_zero_gets_its_vfs_back(host):
     assert host.kernel.calls == [(QAT, 16)]
     assert host.attr(QAT, 'sriov_numvfs') == '16'
     assert host.units(QAT) == 16
-    assert host.row(QAT).state == state.READY
+    assert host.row(QAT).state == state_store.READY
     # Nothing recorded for the other PF: it stays as the boot left it.
     assert host.units(OTHER) == 0
     # From 0 no VF can be lost, so Placement was not asked.
@@ -101,7 +101,7 @@ def test_matching_pf_is_left_alone(host):
     assert host.restore() == [
         restore.Outcome(QAT, restore.UNCHANGED, 16, 16)]
     assert host.kernel.calls == [] and host.asked == []
-    assert host.row(QAT).state == state.READY
+    assert host.row(QAT).state == state_store.READY
 
 
 def test_failed_write_fences_with_the_error(host):
@@ -115,7 +115,7 @@ def test_failed_write_fences_with_the_error(host):
               'memory')
     assert outcome == restore.Outcome(QAT, restore.FENCED, 16, 0, reason)
     assert (host.row(QAT).state, host.row(QAT).reason) == (
-        state.FAILED, reason)
+        state_store.FAILED, reason)
     assert host.units(QAT) == 0
 
 
@@ -130,7 +130,7 @@ def test_vanished_pf_is_fenced_without_a_write(host):
     assert host.row(QAT).reason == (
         'VFs not restored at start: recorded 16 VFs but the PF is not on '
         'the bus')
-    assert host.row(QAT).state == state.FAILED
+    assert host.row(QAT).state == state_store.FAILED
     assert host.kernel.calls == []
 
 
@@ -144,7 +144,7 @@ def test_pf_offering_fewer_vfs_is_fenced_without_a_write(host):
     assert host.row(QAT).reason == (
         'VFs not restored at start: recorded 16 VFs but the PF offers '
         'only 8 (sriov_totalvfs); the kernel shows 0')
-    assert host.row(QAT).state == state.FAILED
+    assert host.row(QAT).state == state_store.FAILED
     assert host.kernel.calls == []
 
 
@@ -205,7 +205,7 @@ def test_each_pf_on_its_own(host):
 
 
 def test_device_unknown_to_the_store_cannot_be_fenced(host, tmp_path):
-    store = state.StateStore(str(tmp_path / 'empty.sqlite'))
+    store = state_store.StateStore(str(tmp_path / 'empty.sqlite'))
     store.set_vf_count(NODE, QAT, 16)
     host.kernel.reboot()
     host.kernel.failures[QAT] = OSError(errno.EIO, 'I/O error')

@@ -21,7 +21,7 @@ import threading
 import pytest
 
 from cyborg_drivers import device
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 
 
 def acc(address, product='4940', driver='intel_qat'):
@@ -38,7 +38,7 @@ def accs(*addresses):
 
 @pytest.fixture
 def store(tmp_path):
-    return state.StateStore(str(tmp_path / 'lib' / 'state.sqlite'))
+    return state_store.StateStore(str(tmp_path / 'lib' / 'state.sqlite'))
 
 
 def test_created_private_in_wal_mode(store):
@@ -52,13 +52,13 @@ def test_created_private_in_wal_mode(store):
 
 def test_sync_adds_new_devices_once(store):
     rows = store.sync('cn1', accs('0000:3b:00.0', '0000:af:00.0'),
-                      state.INACTIVE)
+                      state_store.INACTIVE)
     assert {a: r.state for a, r in rows.items()} == {
         '0000:3b:00.0': 'inactive', '0000:af:00.0': 'inactive'}
-    store.set_state('cn1', '0000:3b:00.0', state.READY)
+    store.set_state('cn1', '0000:3b:00.0', state_store.READY)
     # Known devices keep their state; a new one gets the initial state.
     rows = store.sync('cn1', accs('0000:3b:00.0', '0000:d8:00.0'),
-                      state.READY)
+                      state_store.READY)
     assert rows['0000:3b:00.0'].state == 'ready'
     assert rows['0000:af:00.0'].state == 'inactive'  # vanished, kept
     assert rows['0000:d8:00.0'].state == 'ready'
@@ -66,7 +66,7 @@ def test_sync_adds_new_devices_once(store):
     assert store.devices('cn2') == {}
 
 
-class CountingStore(state.StateStore):
+class CountingStore(state_store.StateStore):
     writes = 0
 
     def _transaction(self):
@@ -76,27 +76,27 @@ class CountingStore(state.StateStore):
 
 def test_sync_of_known_devices_writes_nothing(tmp_path):
     store = CountingStore(str(tmp_path / 'state.sqlite'))
-    store.sync('cn1', accs('0000:3b:00.0'), state.INACTIVE)
+    store.sync('cn1', accs('0000:3b:00.0'), state_store.INACTIVE)
     assert store.writes == 1
     for _ in range(5):
-        store.sync('cn1', accs('0000:3b:00.0'), state.INACTIVE)
+        store.sync('cn1', accs('0000:3b:00.0'), state_store.INACTIVE)
     assert store.writes == 1
 
 
 def test_set_state_checks(store):
-    store.sync('cn1', accs('0000:3b:00.0'), state.INACTIVE)
-    with pytest.raises(state.InvalidState) as exc:
+    store.sync('cn1', accs('0000:3b:00.0'), state_store.INACTIVE)
+    with pytest.raises(state_store.InvalidState) as exc:
         store.set_state('cn1', '0000:3b:00.0', 'sleepy')
     assert 'unknown state' in str(exc.value)
     with pytest.raises(KeyError):
-        store.set_state('cn1', '0000:99:00.0', state.READY)
-    store.set_state('cn1', '0000:3b:00.0', state.UNHEALTHY, 'fell off')
+        store.set_state('cn1', '0000:99:00.0', state_store.READY)
+    store.set_state('cn1', '0000:3b:00.0', state_store.UNHEALTHY, 'fell off')
     row = store.devices('cn1')['0000:3b:00.0']
     assert (row.state, row.reason) == ('unhealthy', 'fell off')
 
 
 def test_owned_traits_and_forget(store):
-    store.sync('cn1', accs('0000:3b:00.0'), state.INACTIVE)
+    store.sync('cn1', accs('0000:3b:00.0'), state_store.INACTIVE)
     store.set_owned_traits('cn1', '0000:3b:00.0', {'CUSTOM_B', 'CUSTOM_A'})
     assert store.devices('cn1')['0000:3b:00.0'].owned_traits == (
         'CUSTOM_A', 'CUSTOM_B')
@@ -111,8 +111,8 @@ def test_threads_share_it(store):
     def worker(chunk):
         try:
             for address in chunk:
-                store.sync('cn1', accs(address), state.INACTIVE)
-                store.set_state('cn1', address, state.READY)
+                store.sync('cn1', accs(address), state_store.INACTIVE)
+                store.set_state('cn1', address, state_store.READY)
         except Exception as exc:  # the assertion below reports it
             errors.append(exc)
     threads = [threading.Thread(target=worker, args=(addresses[i::4],))
@@ -127,10 +127,10 @@ def test_threads_share_it(store):
 
 
 def _process_worker(path, node, count):
-    s = state.StateStore(path)
+    s = state_store.StateStore(path)
     for i in range(count):
-        s.sync(node, accs('0000:%02x:00.0' % i), state.INACTIVE)
-        s.set_state(node, '0000:%02x:00.0' % i, state.HELD)
+        s.sync(node, accs('0000:%02x:00.0' % i), state_store.INACTIVE)
+        s.set_state(node, '0000:%02x:00.0' % i, state_store.HELD)
 
 
 def test_processes_share_it(store):
@@ -152,11 +152,11 @@ def test_processes_share_it(store):
 
 
 def test_another_card_in_the_slot_starts_over(store):
-    store.sync('cn1', [acc('0000:3b:00.0')], state.INACTIVE)
-    store.set_state('cn1', '0000:3b:00.0', state.READY)
+    store.sync('cn1', [acc('0000:3b:00.0')], state_store.INACTIVE)
+    store.set_state('cn1', '0000:3b:00.0', state_store.READY)
     store.set_owned_traits('cn1', '0000:3b:00.0', ['CUSTOM_QAT'])
     rows = store.sync('cn1', [acc('0000:3b:00.0', product='4942')],
-                      state.INACTIVE)
+                      state_store.INACTIVE)
     row = rows['0000:3b:00.0']
     assert row.state == 'inactive'
     assert row.reason.startswith('replaced: 8086:4942:')
@@ -165,10 +165,10 @@ def test_another_card_in_the_slot_starts_over(store):
 
 
 def test_missing_and_found_again(store):
-    store.sync('cn1', accs('0000:3b:00.0'), state.READY)
+    store.sync('cn1', accs('0000:3b:00.0'), state_store.READY)
     store.mark_missing('cn1', '0000:3b:00.0')
     assert store.devices('cn1')['0000:3b:00.0'].missing
-    rows = store.sync('cn1', accs('0000:3b:00.0'), state.INACTIVE)
+    rows = store.sync('cn1', accs('0000:3b:00.0'), state_store.INACTIVE)
     assert not rows['0000:3b:00.0'].missing
     assert rows['0000:3b:00.0'].state == 'ready'
 
@@ -185,19 +185,19 @@ def test_older_store_gains_new_columns(tmp_path):
                "updated_at) VALUES ('cn1', '0000:3b:00.0', 'ready', 0, 0)")
     db.commit()
     db.close()
-    store = state.StateStore(path)
+    store = state_store.StateStore(path)
     row = store.devices('cn1')['0000:3b:00.0']
     assert (row.state, row.identity, row.missing) == ('ready', '', False)
     # And the tables added since, empty.
     assert store.vf_counts('cn1') == {}
     # A row without ids yet takes the ids of what is found, keeping state.
-    rows = store.sync('cn1', accs('0000:3b:00.0'), state.INACTIVE)
+    rows = store.sync('cn1', accs('0000:3b:00.0'), state_store.INACTIVE)
     assert rows['0000:3b:00.0'].state == 'ready'
     assert rows['0000:3b:00.0'].identity == '8086:4940:8086:0000'
 
 
 def test_vf_counts_per_node_replaced_and_forgotten(store):
-    store.sync('cn1', accs('0000:3b:00.0', '0000:af:00.0'), state.READY)
+    store.sync('cn1', accs('0000:3b:00.0', '0000:af:00.0'), state_store.READY)
     store.set_vf_count('cn1', '0000:3b:00.0', 16)
     store.set_vf_count('cn1', '0000:af:00.0', 4)
     store.set_vf_count('cn1', '0000:3b:00.0', 8)
@@ -209,5 +209,5 @@ def test_vf_counts_per_node_replaced_and_forgotten(store):
     assert store.vf_counts('cn1') == {'0000:af:00.0': 4}
     assert store.vf_counts('cn2') == {'0000:3b:00.0': 2}
     # Kept across opens: it is what a reboot needs.
-    assert state.StateStore(store.path).vf_counts('cn1') == {
+    assert state_store.StateStore(store.path).vf_counts('cn1') == {
         '0000:af:00.0': 4}

@@ -32,7 +32,7 @@ from cyborg_nova.programming.journal import Journal
 from cyborg_nova.programming.journal import ProgrammingError
 from cyborg_nova.programming.placement import PlacementOps
 from cyborg_nova import providers
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 
 LOG = logging.getLogger(__name__)
 

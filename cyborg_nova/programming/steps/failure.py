@@ -30,7 +30,7 @@ from cyborg_nova.programming.journal import ROLLED_BACK
 from cyborg_nova.programming.journal import ROLLING_BACK
 from cyborg_nova.programming.steps.context import Context
 from cyborg_nova.programming.steps.context import Stalled
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 
 #: On a provider whose programming failed (fenced, state ``failed``).
 FAILED_TRAIT = 'CUSTOM_FPGA_PROGRAMMING_FAILED'

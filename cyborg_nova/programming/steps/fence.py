@@ -35,7 +35,7 @@ from cyborg_nova.programming.journal import UNFENCING
 from cyborg_nova.programming.steps.context import Context
 from cyborg_nova.programming.steps.context import Stalled
 from cyborg_nova.programming.steps.failure import rollback
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 
 
 def fence(ctx: Context, job: Job) -> Job:

@@ -26,7 +26,7 @@ import uuid
 import pytest
 
 from cyborg_drivers import device as device_model
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 from tests.functional.agent import base
 
 SPEC_KEYS = {'uuid', 'acc_specs', 'acc_status'}

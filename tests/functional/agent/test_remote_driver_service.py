@@ -31,7 +31,7 @@ import pytest
 
 from cyborg_drivers.fake import hosttree
 from cyborg_nova import remote_devices
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 from tests.functional.agent import base
 from tests.functional.agent import conftest
 
@@ -94,7 +94,7 @@ def remote_host(placement, tmp_path):
 
 
 def recorded(host):
-    store = state.StateStore(host.state_path)
+    store = state_store.StateStore(host.state_path)
     return store.remote.of_node(base.NODENAME)
 
 

@@ -159,7 +159,7 @@ def main(argv=None):
     from cyborg_drivers import loader
     from cyborg_nova.agent import host as agent_host
     from cyborg_nova import fencing
-    from cyborg_nova import state as state_store
+    from cyborg_nova import store as state_store
 
     bridge = testbed.add_device('pci', 'pci0000:3a', None, [], [])
     path = add_gpu(testbed, bridge, ALLOCATED)

@@ -41,7 +41,7 @@ from cyborg_drivers.fake import hosttree
 from cyborg_drivers import loader
 from cyborg_nova.cmd import cli
 from cyborg_nova import providers
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 from tests.functional.libvirt import libvirtd_fixture
 from tests.functional import placement_fixture
 
@@ -139,7 +139,7 @@ class Host:
                     % (self.sysfs_root, self.state_path, DRIVERS))
         self.root = self._report()['root']
         self.conf = cli.load_config([self.conf_path])
-        self.store = state.StateStore(self.state_path)
+        self.store = state_store.StateStore(self.state_path)
         self.client = adapter.Adapter(
             session.Session(auth=token_endpoint.Token(self.endpoint,
                                                       'admin')),

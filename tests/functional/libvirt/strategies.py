@@ -23,7 +23,7 @@ import os
 import re
 from xml.etree import ElementTree
 
-from cyborg_nova import attach
+from cyborg_nova.hotplug import guest as hotplug_guest
 
 
 def alias(unit: str) -> str:
@@ -75,7 +75,7 @@ class TabletThenHostdev:
     def __init__(self, first: str) -> None:
         self.first = first
         self.tablet = UsbTablet()
-        self.hostdev = attach.PciHostdev()
+        self.hostdev = hotplug_guest.PciHostdev()
 
     def _pick(self, unit: str):
         return self.tablet if unit == self.first else self.hostdev

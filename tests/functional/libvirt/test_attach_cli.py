@@ -25,7 +25,7 @@ import uuid
 import pytest
 
 from cyborg_nova import assignments
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 from tests.functional.libvirt import conftest
 
 PF = '0000:70:00.0'
@@ -151,12 +151,12 @@ def test_bad_input_is_refused_before_anything_changes(host, domains):
 def test_device_not_ready_is_refused(host, domains):
     domain = domains()
     booted = host.boot(domain.server)
-    host.store.set_state(host.nodename, PF, state.HELD, 'maintenance')
+    host.store.set_state(host.nodename, PF, state_store.HELD, 'maintenance')
     try:
         rc, out, err = host.cli('instance-attach', domain.server,
                                 '--device', PF)
     finally:
-        host.store.set_state(host.nodename, PF, state.READY)
+        host.store.set_state(host.nodename, PF, state_store.READY)
     assert rc == 1
     assert _one_line_error(err) == (
         'accelerator %s is held (maintenance); only a ready device is '

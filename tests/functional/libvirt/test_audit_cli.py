@@ -33,7 +33,7 @@ import uuid
 import pytest
 
 from cyborg_nova import assignments
-from cyborg_nova import attach
+from cyborg_nova.hotplug import guest as hotplug_guest
 from tests.functional.libvirt import conftest
 
 PF = '0000:70:00.0'
@@ -98,7 +98,7 @@ def cloud(host, domains):
             import libvirt
             for unit in units:
                 domain.dom.attachDeviceFlags(
-                    attach.PciHostdev().device_xml(unit),
+                    hotplug_guest.PciHostdev().device_xml(unit),
                     libvirt.VIR_DOMAIN_AFFECT_CONFIG)
 
         def instance(self, count: int = 2) -> Instance:

@@ -22,8 +22,10 @@ definitions, which it does without VFIO).
 import threading
 
 from cyborg_nova import assignments
-from cyborg_nova import attach
-from cyborg_nova import state
+from cyborg_nova.hotplug import errors as hotplug_errors
+from cyborg_nova.hotplug import flow as hotplug_flow
+from cyborg_nova.hotplug import guest as hotplug_guest
+from cyborg_nova import store as state_store
 from tests.functional.libvirt import conftest
 from tests.functional.libvirt import libvirtd_fixture
 
@@ -41,7 +43,7 @@ def _run_all(target, items):
         barrier.wait()
         try:
             results[item] = target(item)
-        except attach.AttachError as exc:
+        except hotplug_errors.AttachError as exc:
             results[item] = exc
     threads = [threading.Thread(target=run, args=(i,)) for i in items]
     for thread in threads:
@@ -62,19 +64,19 @@ def test_concurrent_attaches_never_share_a_unit(host, domains):
     def attach_one(server):
         # Each thread as its own process would: own store handle, own
         # libvirt connection.
-        store = state.StateStore(host.state_path)
-        guest = attach.open_guest(libvirtd_fixture.URI, server)
+        store = state_store.StateStore(host.state_path)
+        guest = hotplug_guest.open_guest(libvirtd_fixture.URI, server)
         try:
-            return attach.attach(host.client, store, host.nodename, guest,
-                                 accelerator, count=COUNT)
+            return hotplug_flow.attach(host.client, store, host.nodename,
+                                       guest, accelerator, count=COUNT)
         finally:
             guest.close()
 
     results = _run_all(attach_one, list(by_server))
     done = {s: r for s, r in results.items()
-            if isinstance(r, attach.Result)}
+            if isinstance(r, hotplug_flow.Result)}
     refused = {s: r for s, r in results.items()
-               if isinstance(r, attach.AttachError)}
+               if isinstance(r, hotplug_errors.AttachError)}
     assert len(done) == 16 // COUNT and len(refused) == 1, results
 
     units = [u for r in done.values() for u in r.units]
@@ -110,16 +112,16 @@ def test_concurrent_attaches_never_share_a_unit(host, domains):
 
     # And all detached at once: everything is free again.
     def detach_one(server):
-        store = state.StateStore(host.state_path)
-        guest = attach.open_guest(libvirtd_fixture.URI, server)
+        store = state_store.StateStore(host.state_path)
+        guest = hotplug_guest.open_guest(libvirtd_fixture.URI, server)
         try:
-            return attach.detach(host.client, store, host.nodename, guest,
-                                 accelerator, timeout=10)
+            return hotplug_flow.detach(host.client, store, host.nodename,
+                                       guest, accelerator, timeout=10)
         finally:
             guest.close()
     results = _run_all(detach_one, list(done))
-    assert all(isinstance(r, attach.Result) for r in results.values()), (
-        results)
+    assert all(isinstance(r, hotplug_flow.Result)
+               for r in results.values()), results
     assert host.usage(PF) == {RC: 0}
     assert assignments.Assignments(host.store).of_provider(
         rp) == []

@@ -29,7 +29,9 @@ import uuid
 import pytest
 
 from cyborg_nova import assignments
-from cyborg_nova import attach
+from cyborg_nova.hotplug import allocations as hotplug_allocations
+from cyborg_nova.hotplug import errors as hotplug_errors
+from cyborg_nova.hotplug import flow as hotplug_flow
 from cyborg_nova.hotplug import guest as hotplug_guest
 from tests.functional.libvirt import conftest
 from tests.functional.libvirt import libvirtd_fixture
@@ -40,7 +42,7 @@ RC = 'CUSTOM_QAT'
 
 
 def _guest(server, strategy):
-    return attach.open_guest(libvirtd_fixture.URI, server, strategy)
+    return hotplug_guest.open_guest(libvirtd_fixture.URI, server, strategy)
 
 
 def _units(host, server):
@@ -54,8 +56,8 @@ def test_attach_then_detach_with_device_removed_event(host, domains):
     rp = host.provider(PF)
     guest = _guest(domain.server, strategies.UsbTablet())
     try:
-        result = attach.attach(host.client, host.store, host.nodename,
-                               guest, accelerator, count=2)
+        result = hotplug_flow.attach(host.client, host.store, host.nodename,
+                                     guest, accelerator, count=2)
         assert result.provider == rp and result.resource_class == RC
         assert len(set(result.units)) == 2
         assert set(result.units) <= set(accelerator.units)
@@ -74,16 +76,16 @@ def test_attach_then_detach_with_device_removed_event(host, domains):
             assert strategies.alias(unit) in domain.xml()
             assert strategies.alias(unit) in domain.xml(inactive=True)
         # Attached once: a second attach changes nothing.
-        with pytest.raises(attach.AttachError) as caught:
-            attach.attach(host.client, host.store, host.nodename, guest,
-                          accelerator)
+        with pytest.raises(hotplug_errors.AttachError) as caught:
+            hotplug_flow.attach(host.client, host.store, host.nodename, guest,
+                                accelerator)
         assert str(caught.value) == (
             'instance %s already holds %s of accelerator %s; nothing was '
             'changed' % (domain.server, ', '.join(sorted(result.units)), PF))
         assert host.allocations(domain.server) == attached
 
-        result = attach.detach(host.client, host.store, host.nodename,
-                               guest, accelerator, timeout=20)
+        result = hotplug_flow.detach(host.client, host.store, host.nodename,
+                                     guest, accelerator, timeout=20)
     finally:
         guest.close()
     # libvirt's DEVICE_REMOVED events arrived before anything was freed.
@@ -107,9 +109,9 @@ def test_detach_of_what_is_not_attached_changes_nothing(host, domains):
     xml = domain.xml()
     guest = _guest(domain.server, strategies.UsbTablet())
     try:
-        with pytest.raises(attach.AttachError) as caught:
-            attach.detach(host.client, host.store, host.nodename, guest,
-                          host.accelerators[PF], timeout=5)
+        with pytest.raises(hotplug_errors.AttachError) as caught:
+            hotplug_flow.detach(host.client, host.store, host.nodename, guest,
+                                host.accelerators[PF], timeout=5)
     finally:
         guest.close()
     assert str(caught.value) == (
@@ -138,14 +140,14 @@ def test_detach_times_out_when_the_guest_keeps_the_device(
     guest = _guest(domain.server,
                    strategies.VirtioDisk(image_dir, accelerator.units))
     try:
-        result = attach.attach(host.client, host.store, host.nodename,
-                               guest, accelerator)
+        result = hotplug_flow.attach(host.client, host.store, host.nodename,
+                                     guest, accelerator)
         attached = host.allocations(domain.server)
         (unit,) = result.units
         started = time.monotonic()
-        with pytest.raises(attach.AttachError) as caught:
-            attach.detach(host.client, host.store, host.nodename, guest,
-                          accelerator, timeout=2)
+        with pytest.raises(hotplug_errors.AttachError) as caught:
+            hotplug_flow.detach(host.client, host.store, host.nodename, guest,
+                                accelerator, timeout=2)
         waited = time.monotonic() - started
     finally:
         guest.close()
@@ -173,9 +175,9 @@ def test_refused_second_unit_unplugs_the_first_and_restores(
     xml = domain.xml()
     guest = _guest(domain.server, strategies.TabletThenHostdev(first))
     try:
-        with pytest.raises(attach.AttachError) as caught:
-            attach.attach(host.client, host.store, host.nodename, guest,
-                          accelerator, count=2)
+        with pytest.raises(hotplug_errors.AttachError) as caught:
+            hotplug_flow.attach(host.client, host.store, host.nodename, guest,
+                                accelerator, count=2)
     finally:
         guest.close()
     assert str(caught.value) == (
@@ -212,7 +214,7 @@ def test_consumer_generation_conflicts_are_retried(host):
         allocs[rp] = {'resources': {RC: 1}}
         return allocs
 
-    attach.change_allocations(host.client, server, mutate)
+    hotplug_allocations.change_allocations(host.client, server, mutate)
     assert len(calls) == 2
     after = host.allocations(server)
     assert after['allocations'][host.root]['resources']['VCPU'] == 2
@@ -232,9 +234,9 @@ def test_consumer_generation_conflicts_are_retried(host):
             'consumer_type': 'INSTANCE'})
         allocs.pop(rp)
         return allocs
-    with pytest.raises(attach.AttachError) as caught:
-        attach.change_allocations(host.client, server, always_beaten,
-                                  retries=3)
+    with pytest.raises(hotplug_errors.AttachError) as caught:
+        hotplug_allocations.change_allocations(host.client, server,
+                                               always_beaten, retries=3)
     assert 'kept changing (3 consumer generation conflicts)' in str(
         caught.value)
     assert host.allocations(server)['allocations'][rp]['resources'] == {
@@ -249,7 +251,7 @@ def test_device_removed_event_wakes_the_wait(host, domains, monkeypatch):
     (as when a guest acknowledges a PCI unplug late).
     """
     import libvirt
-    # Where wait_gone reads it (cyborg_nova.attach only re-exports).
+    # The module wait_gone reads it from.
     monkeypatch.setattr(hotplug_guest, 'POLL_INTERVAL', 60.0)
     domain = domains()
     unit = host.accelerators[PF].units[0]
@@ -271,8 +273,8 @@ def test_device_removed_event_wakes_the_wait(host, domains, monkeypatch):
             libvirt.VIR_DOMAIN_AFFECT_LIVE | libvirt.VIR_DOMAIN_AFFECT_CONFIG))
         started = time.monotonic()
         unplug.start()
-        how = attach.wait_gone(guest.present, [unit], 10, started,
-                               domain.server, woken)
+        how = hotplug_guest.wait_gone(guest.present, [unit], 10, started,
+                                      domain.server, woken)
         waited = time.monotonic() - started
         unplug.join()
         guest.conn.domainEventDeregisterAny(callback)

@@ -24,8 +24,10 @@ import uuid
 from oslo_config import cfg
 import pytest
 
-from cyborg_nova import attach
 from cyborg_nova.conf import privsep as privsep_conf
+from cyborg_nova.hotplug import errors as hotplug_errors
+from cyborg_nova.hotplug import flow as hotplug_flow
+from cyborg_nova.hotplug import guest as hotplug_guest
 import privsep
 try:
     import privsep.libvirt
@@ -139,29 +141,29 @@ def test_attach_flow_through_the_daemon(daemon, host, domains):
     """What the CLI does when it may not open libvirt's socket."""
     accelerator = host.accelerators[PF]
     rp = host.provider(PF)
-    with pytest.raises(attach.AttachError) as caught:
-        attach.PrivsepGuest(str(uuid.uuid4()))
+    with pytest.raises(hotplug_errors.AttachError) as caught:
+        hotplug_guest.PrivsepGuest(str(uuid.uuid4()))
     assert 'no instance' in str(caught.value)
 
     running = domains()
     booted = host.boot(running.server)
-    guest = attach.PrivsepGuest(running.server)
-    with pytest.raises(attach.AttachError) as caught:
-        attach.attach(host.client, host.store, host.nodename, guest,
-                      accelerator)
+    guest = hotplug_guest.PrivsepGuest(running.server)
+    with pytest.raises(hotplug_errors.AttachError) as caught:
+        hotplug_flow.attach(host.client, host.store, host.nodename, guest,
+                            accelerator)
     assert REFUSAL in str(caught.value)
     assert conftest.without_generations(host.allocations(
         running.server)) == conftest.without_generations(booted)
 
     stopped = domains(running=False)
     booted = host.boot(stopped.server)
-    guest = attach.PrivsepGuest(stopped.server)
-    result = attach.attach(host.client, host.store, host.nodename, guest,
-                           accelerator)
+    guest = hotplug_guest.PrivsepGuest(stopped.server)
+    result = hotplug_flow.attach(host.client, host.store, host.nodename, guest,
+                                 accelerator)
     assert host.allocations(stopped.server)['allocations'][rp][
         'resources'] == {'CUSTOM_QAT': 1}
-    result = attach.detach(host.client, host.store, host.nodename, guest,
-                           accelerator, timeout=5)
+    result = hotplug_flow.detach(host.client, host.store, host.nodename, guest,
+                                 accelerator, timeout=5)
     assert result.confirmed_by == 'immediate'
     assert conftest.without_generations(host.allocations(
         stopped.server)) == conftest.without_generations(booted)

@@ -31,7 +31,7 @@ from nova.tests.fixtures import libvirt as fakelibvirt
 
 from cyborg_nova import assignments
 from cyborg_nova import audit
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 from tests.functional.nova import base
 
 DC_PF = '0000:70:00.0'
@@ -109,7 +109,7 @@ class MovesTestCase(base.LibvirtAcceleratorTestCase):
         return flavors[name]
 
     def store(self, host):
-        return assignments.Assignments(state.StateStore(
+        return assignments.Assignments(state_store.StateStore(
             os.path.join(self.workdir, host, 'state.sqlite')))
 
     def units(self, server, host=None):

@@ -23,7 +23,7 @@ from nova import context as nova_context
 from nova import objects
 
 from cyborg_nova import assignments
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 from tests.functional.nova import base
 from tests.functional.nova.moves import capture_xmls
 from tests.functional.nova.moves import hostdevs
@@ -36,7 +36,7 @@ class TestGuestDevices(base.LibvirtAcceleratorTestCase):
         self.xmls = capture_xmls(self)
 
     def store(self, host):
-        return assignments.Assignments(state.StateStore(
+        return assignments.Assignments(state_store.StateStore(
             os.path.join(self.workdir, host, 'state.sqlite')))
 
     def test_fpga_and_qat_units_in_the_xml_and_kept_on_reboot(self):

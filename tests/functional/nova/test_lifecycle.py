@@ -15,7 +15,7 @@
 import os
 import shutil
 
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 from tests.functional.nova import base
 
 PAC = '0000:5e:00.0'

@@ -30,7 +30,7 @@ from nova.tests.fixtures import libvirt as fakelibvirt
 
 from cyborg_nova.hotplug import flow
 from cyborg_nova.hotplug import guest as hotplug_guest
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 from cyborg_nova.virt import extension
 from tests.functional.nova import moves
 
@@ -270,8 +270,8 @@ class TestLiveAttached(moves.MovesTestCase):
             hotplug_guest.PciHostdev())
         client = extension.ReportClientAdapter(
             report.report_client_singleton())
-        store = state.StateStore(os.path.join(self.workdir, 'host1',
-                                              'state.sqlite'))
+        store = state_store.StateStore(
+            os.path.join(self.workdir, 'host1', 'state.sqlite'))
         return client, store, guest, accelerator
 
     def test_a_live_attached_device_refuses_the_move_naming_it(self):

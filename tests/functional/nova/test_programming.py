@@ -31,7 +31,7 @@ from oslo_messaging.notify import _impl_test
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
 from cyborg_nova import programming
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 from cyborg_nova.virt import extension
 from tests.functional.nova import base
 from tests.unit.programming import fakes

@@ -27,7 +27,7 @@ import os
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
 from cyborg_nova import programming
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 from tests.functional.nova import base
 from tests.functional.nova import moves
 from tests.unit.programming import fakes

@@ -28,7 +28,7 @@ from cyborg_drivers.fake import hosttree
 from cyborg_drivers import loader
 from cyborg_drivers import sysfs
 from cyborg_nova import providers
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 
 NODE = 'cn1'
 ROOT = 'c0c0c0c0-0000-4000-8000-000000000001'
@@ -43,7 +43,7 @@ class TestUpdater(testtools.TestCase):
         hosttree.build_tree(hosttree.profile_path('fpga-host'), self.root)
         conf = cfg.ConfigOpts()
         conf([])
-        self.store = state.StateStore(os.path.join(self.tmp, 's.sqlite'))
+        self.store = state_store.StateStore(os.path.join(self.tmp, 's.sqlite'))
         self.lookups = []
         self.consumers = {}
         self.updater = providers.ProviderTreeUpdater(
@@ -119,7 +119,7 @@ class TestUpdater(testtools.TestCase):
 
     def test_driver_error_removes_nothing(self):
         self.updater.update(self.tree, NODE)
-        self.store.set_state(NODE, '0000:5e:00.0', state.READY)
+        self.store.set_state(NODE, '0000:5e:00.0', state_store.READY)
         before = self.children()
         # A driver that cannot run this cycle finds nothing: that is not
         # the hardware leaving.
@@ -145,7 +145,7 @@ class TestUpdater(testtools.TestCase):
     def test_slot_with_another_card_starts_inactive(self):
         self.updater.auto_ready = False
         self.updater.update(self.tree, NODE)
-        self.store.set_state(NODE, '0000:5e:00.0', state.READY)
+        self.store.set_state(NODE, '0000:5e:00.0', state_store.READY)
         self.updater.update(self.tree, NODE)
         uuid = providers.provider_uuid(NODE, '0000:5e:00.0')
         self.assertEqual(0, self.tree.data(uuid).inventory['FPGA'][
@@ -185,13 +185,13 @@ class TestReserved(testtools.TestCase):
             address='0000:3b:00.0', driver='x', device_type='GPU',
             resource_class='PGPU', traits=(), total=4, vendor_id='10de',
             product_id='1eb8', class_code='0x030200')
-        for s in state.STATES:
-            expected = 0 if s == state.READY else 4
+        for s in state_store.STATES:
+            expected = 0 if s == state_store.READY else 4
             self.assertEqual(expected, providers.reserved(s, acc, 4), s)
-        self.assertEqual(4, providers.reserved(state.READY, None, 4))
+        self.assertEqual(4, providers.reserved(state_store.READY, None, 4))
         broken = dataclasses.replace(acc, setup_required=True)
-        self.assertEqual(4, providers.reserved(state.READY, broken, 4))
+        self.assertEqual(4, providers.reserved(state_store.READY, broken, 4))
         self.assertEqual({}, providers.inventory(
-            dataclasses.replace(acc, total=0), state.READY))
+            dataclasses.replace(acc, total=0), state_store.READY))
         sick = dataclasses.replace(acc, problems=('QAT state is down',))
-        self.assertEqual(4, providers.reserved(state.READY, sick, 4))
+        self.assertEqual(4, providers.reserved(state_store.READY, sick, 4))

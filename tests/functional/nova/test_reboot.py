@@ -29,7 +29,7 @@ import nova.conf
 
 from cyborg_nova import assignments
 from cyborg_nova import lifecycle
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 from tests.functional.nova import base
 from tests import sriov_kernel
 from tests.unit.privsep import fakesysfs

@@ -33,7 +33,7 @@ from cyborg_nova import assignments
 from cyborg_nova import conf as cn_conf
 from cyborg_nova import remote_devices
 from cyborg_nova.remote_driver import service
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 from tests.functional.nova import base
 from tests.functional.nova.moves import capture_xmls
 from tests.functional.nova.moves import hostdevs
@@ -60,7 +60,7 @@ class TestRemoteDriverDevices(base.LibvirtAcceleratorTestCase):
             driver='intel_qat', agent_url='http://127.0.0.1:6666',
             agent_token='unused', nodename=HOST, sysfs_root=tree))
         self.driver.discover()
-        self.store = state.StateStore(
+        self.store = state_store.StateStore(
             os.path.join(self.workdir, HOST, 'state.sqlite'))
         self.recorder = remote_sync.RemoteRecorder(self.store, HOST, None,
                                                    list)

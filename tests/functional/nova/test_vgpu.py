@@ -31,7 +31,7 @@ from oslo_privsep import daemon as privsep_daemon
 
 from cyborg_drivers import vgpu
 from cyborg_nova import assignments
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 from cyborg_nova import vgpus
 import privsep
 from tests.functional.nova import base
@@ -112,7 +112,7 @@ class VgpuTestCase(base.LibvirtAcceleratorTestCase):
         self.addCleanup(privsep.sysfs_admin.stop)
 
     def store(self):
-        return assignments.Assignments(state.StateStore(
+        return assignments.Assignments(state_store.StateStore(
             os.path.join(self.workdir, self.host, 'state.sqlite')))
 
     def read(self, *parts):

@@ -43,7 +43,7 @@ from cyborg_nova import audit
 from cyborg_nova import conf as cn_conf
 from cyborg_nova import remote_devices
 from cyborg_nova.remote_driver import service
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 from cyborg_nova import vgpus
 from tests.functional.nova import moves
 from tests import vgpu_kernel
@@ -119,8 +119,8 @@ class VgpuMovesTestCase(moves.MovesTestCase):
             {'hardware': driver.hardware()})
         self.assertEqual([], problems)
         self.assertTrue(entries)
-        store = state.StateStore(os.path.join(self.workdir, host,
-                                              'state.sqlite'))
+        store = state_store.StateStore(
+            os.path.join(self.workdir, host, 'state.sqlite'))
         remote_sync.RemoteRecorder(store, host, None, list)(
             ENDPOINT, 'GPU', 'UP', entries)
 

@@ -40,7 +40,7 @@ import pytest
 
 from cyborg_drivers import device as device_model
 from cyborg_nova import notifications
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 from tests.functional.agent import base as agent_base
 from tests.functional.programming import base
 from tests.functional.programming.test_agent_conductor import agent_job

@@ -12,7 +12,7 @@
 
 """Placement killed (SIGKILL) in the middle of attaches and detaches.
 
-The attach and detach of cyborg_nova.attach, in this process, against a
+The attach and detach of cyborg_nova.hotplug.flow, in this process, against a
 real libvirtd and a real Placement that is killed right before or right
 after one of its requests, then started again. Every operation either
 completes or fails with one line saying what was left; no unit is ever
@@ -30,7 +30,9 @@ from keystoneauth1 import token_endpoint
 import pytest
 
 from cyborg_nova import assignments
-from cyborg_nova import attach
+from cyborg_nova.hotplug import errors as hotplug_errors
+from cyborg_nova.hotplug import flow as hotplug_flow
+from cyborg_nova.hotplug import guest as hotplug_guest
 from tests.functional.libvirt import conftest as libvirt_conftest
 from tests.functional.libvirt import libvirtd_fixture
 from tests.functional.reliability import common
@@ -47,11 +49,11 @@ def _run(qat_host, placement, operation, server, when, method, fragment,
     """
     client = common.Hooked(qat_host.client)
     client.on(when, method, fragment, placement.kill)
-    guest = attach.open_guest(libvirtd_fixture.URI, server)
+    guest = hotplug_guest.open_guest(libvirtd_fixture.URI, server)
     try:
         result = operation(client, qat_host.store, qat_host.nodename,
                            guest, qat_host.accelerators[PF], **kwargs)
-    except attach.AttachError as exc:
+    except hotplug_errors.AttachError as exc:
         result = exc
     finally:
         guest.close()
@@ -85,23 +87,23 @@ def test_attach_through_an_outage(qat_host, live_placement, domains,
     domain = domains(running=running)
     booted = qat_host.boot(domain.server)
     rp = qat_host.provider(PF)
-    result = _run(qat_host, live_placement, attach.attach, domain.server,
-                  when, method, '/allocations/', count=2)
+    result = _run(qat_host, live_placement, hotplug_flow.attach,
+                  domain.server, when, method, '/allocations/', count=2)
     after = qat_host.allocations(domain.server)
     units = _units(qat_host, domain.server)
     if outcome == 'refused':
-        assert isinstance(result, attach.AttachError), result
+        assert isinstance(result, hotplug_errors.AttachError), result
         assert str(result).startswith('cannot reach Placement'), result
         assert after == booted
         assert units == {}
         assert '<hostdev' not in domain.xml(inactive=True)
     elif outcome == 'attached':
-        assert isinstance(result, attach.Result), result
+        assert isinstance(result, hotplug_flow.Result), result
         assert after['allocations'][rp]['resources'] == {RC: 2}
         assert units == {rp: list(result.units)}
         assert domain.xml(inactive=True).count('<hostdev') == 2
     else:
-        assert isinstance(result, attach.AttachError), result
+        assert isinstance(result, hotplug_errors.AttachError), result
         message = str(result)
         assert 'libvirt refused to attach' in message
         assert 'could not be removed again' in message, message
@@ -112,14 +114,14 @@ def test_attach_through_an_outage(qat_host, live_placement, domains,
     # Once Placement is back, a detach (for what is attached or left
     # over) or the attach again ends where an undisturbed run does.
     if outcome == 'refused':
-        done = _run(qat_host, live_placement, attach.attach, domain.server,
-                    'before', 'NONE', '', count=2)
-        assert isinstance(done, attach.Result), done
+        done = _run(qat_host, live_placement, hotplug_flow.attach,
+                    domain.server, 'before', 'NONE', '', count=2)
+        assert isinstance(done, hotplug_flow.Result), done
         assert qat_host.allocations(domain.server)['allocations'][rp][
             'resources'] == {RC: 2}
-    done = _run(qat_host, live_placement, attach.detach, domain.server,
-                'before', 'NONE', '', timeout=5)
-    assert isinstance(done, attach.Result), done
+    done = _run(qat_host, live_placement, hotplug_flow.detach,
+                domain.server, 'before', 'NONE', '', timeout=5)
+    assert isinstance(done, hotplug_flow.Result), done
     assert libvirt_conftest.without_generations(
         qat_host.allocations(domain.server)) == (
         libvirt_conftest.without_generations(booted))
@@ -136,32 +138,32 @@ def test_detach_through_an_outage(qat_host, live_placement, domains, when,
     domain = domains(running=False)
     booted = qat_host.boot(domain.server)
     rp = qat_host.provider(PF)
-    done = _run(qat_host, live_placement, attach.attach, domain.server,
-                'before', 'NONE', '')
-    assert isinstance(done, attach.Result), done
-    result = _run(qat_host, live_placement, attach.detach, domain.server,
-                  when, method, '/allocations/', timeout=5)
+    done = _run(qat_host, live_placement, hotplug_flow.attach,
+                domain.server, 'before', 'NONE', '')
+    assert isinstance(done, hotplug_flow.Result), done
+    result = _run(qat_host, live_placement, hotplug_flow.detach,
+                  domain.server, when, method, '/allocations/', timeout=5)
     units = _units(qat_host, domain.server)
     allocated = rp in qat_host.allocations(domain.server)['allocations']
     if (when, method) == ('before', 'GET'):
         # Refused before anything changed.
-        assert isinstance(result, attach.AttachError), result
+        assert isinstance(result, hotplug_errors.AttachError), result
         assert str(result).startswith('cannot reach Placement'), result
         assert units == {rp: list(done.units)} and allocated
         assert '<hostdev' in domain.xml(inactive=True)
     elif (when, method) == ('before', 'PUT'):
         # The guest let go; the allocation stays until a detach again.
-        assert isinstance(result, attach.AttachError), result
+        assert isinstance(result, hotplug_errors.AttachError), result
         assert 'run instance-detach again' in str(result), result
         assert units == {} and allocated
         assert '<hostdev' not in domain.xml(inactive=True)
     else:
-        assert isinstance(result, attach.Result), result
+        assert isinstance(result, hotplug_flow.Result), result
         assert units == {} and not allocated
-    if not isinstance(result, attach.Result):
-        again = _run(qat_host, live_placement, attach.detach, domain.server,
-                     'before', 'NONE', '', timeout=5)
-        assert isinstance(again, attach.Result), again
+    if not isinstance(result, hotplug_flow.Result):
+        again = _run(qat_host, live_placement, hotplug_flow.detach,
+                     domain.server, 'before', 'NONE', '', timeout=5)
+        assert isinstance(again, hotplug_flow.Result), again
     assert libvirt_conftest.without_generations(
         qat_host.allocations(domain.server)) == (
         libvirt_conftest.without_generations(booted))
@@ -189,19 +191,19 @@ def test_attach_rides_out_a_restart_with_connect_retries(qat_host,
         live_placement.kill()
         threading.Thread(target=live_placement.start).start()
     client.on('before', 'PUT', '/allocations/', restart)
-    guest = attach.open_guest(libvirtd_fixture.URI, domain.server)
+    guest = hotplug_guest.open_guest(libvirtd_fixture.URI, domain.server)
     started = time.monotonic()
     try:
-        result = attach.attach(client, qat_host.store, qat_host.nodename,
-                               guest, qat_host.accelerators[PF], count=2)
+        result = hotplug_flow.attach(client, qat_host.store, qat_host.nodename,
+                                     guest, qat_host.accelerators[PF], count=2)
         # Bounded: 0.5 + 1 + ... + 16 s of backoff at most, and requests.
         assert time.monotonic() - started < 60
         assert not client.pending()
         assert qat_host.allocations(domain.server)['allocations'][rp][
             'resources'] == {RC: 2}
         assert _units(qat_host, domain.server) == {rp: list(result.units)}
-        attach.detach(client, qat_host.store, qat_host.nodename, guest,
-                      qat_host.accelerators[PF], timeout=5)
+        hotplug_flow.detach(client, qat_host.store, qat_host.nodename, guest,
+                            qat_host.accelerators[PF], timeout=5)
     finally:
         guest.close()
     assert libvirt_conftest.without_generations(
@@ -224,11 +226,11 @@ def test_attach_whose_allocation_answer_is_lost(qat_host, live_placement,
                                                   'admin')),
         service_type='placement')
     proxy.lose('PUT', '/allocations/')
-    guest = attach.open_guest(libvirtd_fixture.URI, domain.server)
+    guest = hotplug_guest.open_guest(libvirtd_fixture.URI, domain.server)
     try:
-        with pytest.raises(attach.AttachError) as failed:
-            attach.attach(client, qat_host.store, qat_host.nodename,
-                          guest, qat_host.accelerators[PF], count=2)
+        with pytest.raises(hotplug_errors.AttachError) as failed:
+            hotplug_flow.attach(client, qat_host.store, qat_host.nodename,
+                                guest, qat_host.accelerators[PF], count=2)
     finally:
         guest.close()
         proxy.stop()

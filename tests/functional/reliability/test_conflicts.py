@@ -26,11 +26,13 @@ import time
 
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
-from cyborg_nova import attach
 from cyborg_nova.cmd import cli
 from cyborg_nova import fencing
+from cyborg_nova.hotplug import errors as hotplug_errors
+from cyborg_nova.hotplug import flow as hotplug_flow
+from cyborg_nova.hotplug import guest as hotplug_guest
 from cyborg_nova import providers
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 from tests import counts
 from tests.functional.libvirt import libvirtd_fixture
 from tests.functional.reliability import common
@@ -56,7 +58,7 @@ def test_update_cycles_against_another_writer(host, live_placement):
     # virt driver's to set, wholesale).
     uuids = [host.uuid(PAC0), host.uuid(PAC1)]
     before = common.snapshot(host)
-    store = state.StateStore(host.state_path)
+    store = state_store.StateStore(host.state_path)
     writer = common.TraitWriter(host.placement_url, uuids, PAUSE).start()
     worker = common.UpdateWorker(host, interval=0)
     flips = 0
@@ -68,8 +70,9 @@ def test_update_cycles_against_another_writer(host, live_placement):
                     'the other writer made %d writes in 300 s'
                     % writer.writes)
                 flips += 1
-                store.set_state(host.nodename, PAC1,
-                                state.HELD if flips % 2 else state.READY)
+                store.set_state(
+                    host.nodename, PAC1,
+                    state_store.HELD if flips % 2 else state_store.READY)
                 worker.wait_cycles(len(worker.cycles) + 1)
         finally:
             writer.stop()
@@ -88,7 +91,7 @@ def test_update_cycles_against_another_writer(host, live_placement):
         assert [t for t in after[name]['traits']
                 if t.startswith('CUSTOM_OPERATOR_')] == [trait], name
     # ...and ours: the tree is the same, with PAC1 as last set.
-    held = store.devices(host.nodename)[PAC1].state == state.HELD
+    held = store.devices(host.nodename)[PAC1].state == state_store.HELD
     pac1 = providers.provider_name(host.nodename, PAC1)
     before[pac1]['inventories']['FPGA']['reserved'] = int(held)
     assert common.without_operator_traits(after) == before
@@ -129,7 +132,7 @@ def test_fences_against_another_writer(host, live_placement):
         # can keep them apart for a while, which proves nothing.
         i = 0
         while i < FENCES or (not collided() and i < 5 * FENCES):
-            wanted = state.HELD if i % 2 == 0 else state.READY
+            wanted = state_store.HELD if i % 2 == 0 else state_store.READY
             i += 1
             result = fencer.apply(PAC0, uuid, wanted, accelerator)
             outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
@@ -142,7 +145,7 @@ def test_fences_against_another_writer(host, live_placement):
             assert result.outcome == fencing.WRITTEN, result
             written += 1
             # Only this writer writes reserved: it is what was written.
-            assert host.reserved(PAC0) == int(wanted == state.HELD)
+            assert host.reserved(PAC0) == int(wanted == state_store.HELD)
     finally:
         writer.stop()
     assert writer.last[uuid] in host.traits(PAC0)
@@ -202,15 +205,16 @@ def test_attaches_against_another_writer(qat_host, live_placement,
     resizer.start()
     writer.start()
     outcomes = {'attached': 0, 'detached': 0, 'gave up': 0}
-    guest = attach.open_guest(libvirtd_fixture.URI, domain.server)
+    guest = hotplug_guest.open_guest(libvirtd_fixture.URI, domain.server)
     try:
         for i in range(ATTACHES * 2):
-            operation = attach.attach if i % 2 == 0 else attach.detach
+            operation = (hotplug_flow.attach if i % 2 == 0
+                         else hotplug_flow.detach)
             try:
                 operation(qat_host.client, qat_host.store,
                           qat_host.nodename, guest, accelerator)
                 outcomes['attached' if i % 2 == 0 else 'detached'] += 1
-            except attach.AttachError as exc:
+            except hotplug_errors.AttachError as exc:
                 # Only for conflicts that went on and on, and nothing
                 # was changed: the same operation again goes through.
                 assert 'kept changing' in str(exc), exc

@@ -32,7 +32,7 @@ from cyborg_nova import lifecycle
 from cyborg_nova import placement
 from cyborg_nova import programming
 from cyborg_nova import providers
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 from tests import counts
 from tests.functional.programming import base
 from tests.functional.reliability import common
@@ -62,8 +62,8 @@ def test_update_cycles_survive_outages_and_converge(host, live_placement):
             time.sleep(rng.uniform(0.0, 0.4))
             live_placement.kill()
             if outage == OUTAGES - 1:
-                state.StateStore(host.state_path).set_state(
-                    host.nodename, PAC1, state.HELD, 'held in an outage')
+                state_store.StateStore(host.state_path).set_state(
+                    host.nodename, PAC1, state_store.HELD, 'held in an outage')
             time.sleep(rng.uniform(0.2, 1.0))
             live_placement.start()
             worker.wait_ok(2)
@@ -85,8 +85,8 @@ def test_update_cycles_survive_outages_and_converge(host, live_placement):
     assert common.snapshot(host) == expected
     assert common.allocations(host, instance) == {
         host.uuid(PAC0): {'FPGA': 1}}
-    row = state.StateStore(host.state_path).devices(host.nodename)[PAC1]
-    assert (row.state, row.reason) == (state.HELD, 'held in an outage')
+    row = state_store.StateStore(host.state_path).devices(host.nodename)[PAC1]
+    assert (row.state, row.reason) == (state_store.HELD, 'held in an outage')
     assert placement_mod.integrity(host.state_path) == 'ok'
     counts.record('outages during update cycles: %d cycles, failed during '
                   '%d outages: %d' % (len(cycles), OUTAGES, len(failed)))
@@ -210,7 +210,7 @@ def test_driver_uninstall_through_outages(host, live_placement):
     interrupts remove the driver's providers, leaving the rest as it was.
     """
     conf = cli.load_config([host.conf])
-    store = state.StateStore(host.state_path)
+    store = state_store.StateStore(host.state_path)
     before = common.snapshot(host)
     rows = store.devices(host.nodename)
     placement.register_opts(conf)

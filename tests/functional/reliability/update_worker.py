@@ -44,7 +44,7 @@ from cyborg_drivers import loader
 from cyborg_nova import conf as cn_conf
 from cyborg_nova import lifecycle
 from cyborg_nova import providers
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 
 # The same root uuid as tools/report_host.py gives a nodename.
 ROOT_NAMESPACE = uuid.UUID('2b4c6c1e-8d7a-4f0e-9a55-7d1f6d7e2c11')
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
         sess, service_type='placement', default_microversion='1.39',
         raise_exc=False))
     ctx = context.get_admin_context()
-    store = state.StateStore(args.state_path)
+    store = state_store.StateStore(args.state_path)
     root_uuid = str(uuid.uuid5(ROOT_NAMESPACE, args.nodename))
     cycle = 0
     while not args.cycles or cycle < args.cycles:

@@ -23,7 +23,7 @@ from cyborg_drivers import events
 from cyborg_drivers import loader
 from cyborg_nova.agent import host as agent_host
 from cyborg_nova import fencing
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 
 NODE = 'node-1'
 PAC = '0000:5e:00.0'

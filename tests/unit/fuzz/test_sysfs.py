@@ -55,7 +55,7 @@ from cyborg_drivers.fake import profile as fake_profile
 from cyborg_drivers import loader
 from cyborg_drivers import sysfs
 from cyborg_nova import providers
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 from tests import fuzzing
 
 #: Placement's own limits on names (its JSON schemas).
@@ -311,7 +311,7 @@ def check_accelerator(acc):
     for trait in acc.traits:
         assert PLACEMENT_NAME.match(trait), trait
     assert isinstance(acc.total, int) and 0 <= acc.total < 2 ** 31, acc
-    for current in state.STATES:
+    for current in state_store.STATES:
         inventory = providers.inventory(acc, current)
         for record in inventory.values():
             assert 0 <= record['reserved'] <= record['total']

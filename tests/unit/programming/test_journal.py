@@ -29,7 +29,7 @@ from cyborg_drivers import loader
 from cyborg_nova import notifications
 from cyborg_nova import programming
 from cyborg_nova.programming.steps import dispatch
-from cyborg_nova import state as state_store
+from cyborg_nova import store as state_store
 from tests.unit.programming import fakes
 from tests.unit import test_notifications
 

@@ -82,7 +82,7 @@ def test_programmer_takes_entries_and_refuses_a_broken_library(tmp_path):
     conf = fakes.config(str(tmp_path / 'x.conf'), {'cyborg_nova': {
         'bitstream_dir': str(library),
         'state_path': str(tmp_path / 'state.sqlite')}})
-    from cyborg_nova import state as state_store
+    from cyborg_nova import store as state_store
     programmer = programming.Programmer(
         conf, state_store.StateStore(conf.cyborg_nova.state_path), None,
         [], str(tmp_path))

@@ -16,18 +16,18 @@
 import os
 import threading
 
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 
 
 def test_without_a_kept_connection_each_write_checkpoints(tmp_path):
-    store = state.StateStore(str(tmp_path / 'state.sqlite'))
+    store = state_store.StateStore(str(tmp_path / 'state.sqlite'))
     store.set_driver('intel_qat', True)
     # The last connection closed: the WAL went into the database.
     assert not os.path.exists(store.path + '-wal')
 
 
 def test_a_kept_connection_leaves_the_wal_to_later(tmp_path):
-    store = state.StateStore(str(tmp_path / 'state.sqlite'))
+    store = state_store.StateStore(str(tmp_path / 'state.sqlite'))
     keeper = store.keep_open()
     try:
         for n in range(3):
@@ -40,12 +40,12 @@ def test_a_kept_connection_leaves_the_wal_to_later(tmp_path):
     keeper.close()
     store.set_driver('intel_qat', True)
     assert not os.path.exists(store.path + '-wal')
-    assert state.StateStore(store.path).vf_counts('cn1') == {
+    assert state_store.StateStore(store.path).vf_counts('cn1') == {
         '0000:3b:00.0': 2}
 
 
 def test_a_kept_connection_is_closed_by_another_thread(tmp_path):
-    store = state.StateStore(str(tmp_path / 'state.sqlite'))
+    store = state_store.StateStore(str(tmp_path / 'state.sqlite'))
     with store.keep_open() as keeper:
         closer = threading.Thread(target=keeper.close)
         closer.start()

@@ -27,7 +27,7 @@ import pytest
 
 from cyborg_nova import assignments
 from cyborg_nova import programming
-from cyborg_nova import state
+from cyborg_nova import store as state_store
 from cyborg_nova.store import migrations
 
 PF = 'pf-provider-uuid'
@@ -166,7 +166,7 @@ def schema(path):
 @pytest.fixture
 def fresh(tmp_path):
     """The schema of a store created by this code."""
-    return schema(state.StateStore(str(tmp_path / 'fresh.sqlite')).path)
+    return schema(state_store.StateStore(str(tmp_path / 'fresh.sqlite')).path)
 
 
 def test_a_new_store_is_at_the_latest_version(fresh):
@@ -182,7 +182,7 @@ def test_a_new_store_is_at_the_latest_version(fresh):
 def test_an_empty_file_becomes_a_store(tmp_path, fresh):
     path = tmp_path / 'empty.sqlite'
     path.touch()
-    store = state.StateStore(str(path))
+    store = state_store.StateStore(str(path))
     assert store.migrated == list(range(1, migrations.LATEST + 1))
     assert schema(str(path)) == fresh
     assert store.devices('cn1') == {}
@@ -193,7 +193,7 @@ def test_every_earlier_shape_upgrades_to_the_same_schema(tmp_path, fresh,
                                                          shape):
     path = str(tmp_path / 'old.sqlite')
     build(path, *SHAPES[shape])
-    store = state.StateStore(path)
+    store = state_store.StateStore(path)
     assert store.migrated == list(range(1, migrations.LATEST + 1))
     assert schema(path) == fresh
 
@@ -201,7 +201,7 @@ def test_every_earlier_shape_upgrades_to_the_same_schema(tmp_path, fresh,
 def test_first_release_rows_get_the_defaults_of_the_new_columns(tmp_path):
     path = str(tmp_path / 'old.sqlite')
     build(path, *SHAPES['devices'])
-    store = state.StateStore(path)
+    store = state_store.StateStore(path)
     row = store.devices('cn1')['0000:3b:00.0']
     assert (row.state, row.reason, row.owned_traits, row.updated_at) == (
         'ready', None, (), 2)
@@ -216,7 +216,7 @@ def test_first_release_rows_get_the_defaults_of_the_new_columns(tmp_path):
 def test_rows_of_the_first_unit_table_carry_over(tmp_path, shape):
     path = str(tmp_path / 'old.sqlite')
     build(path, *SHAPES[shape])
-    store = state.StateStore(path)
+    store = state_store.StateStore(path)
     assert assignments.Assignments(store).all() == [
         assignments.Assignment('0000:3b:01.0', 'vm1', PF, 4)]
     row = store.devices('cn1')['0000:3b:00.0']
@@ -229,7 +229,7 @@ def test_rows_of_the_first_unit_table_carry_over(tmp_path, shape):
 def test_a_unit_in_both_tables_keeps_its_converted_row(tmp_path):
     path = str(tmp_path / 'old.sqlite')
     build(path, *SHAPES['both-unit-tables'])
-    store = state.StateStore(path)
+    store = state_store.StateStore(path)
     # The key (provider, unit) holds: the row already converted wins.
     assert assignments.Assignments(store).of_consumer('vm1') == {
         PF: ['0000:3b:01.0', '0000:3b:01.1']}
@@ -239,7 +239,7 @@ def test_a_unit_in_both_tables_keeps_its_converted_row(tmp_path):
 def test_every_row_of_the_last_unversioned_release_survives(tmp_path):
     path = str(tmp_path / 'old.sqlite')
     build(path, *SHAPES['unversioned'])
-    store = state.StateStore(path)
+    store = state_store.StateStore(path)
     assert store.devices('cn1')['0000:3b:00.0'].state == 'held'
     assert store.driver_choices() == {'intel_qat': False}
     assert store.vf_counts('cn1') == {'0000:3b:00.0': 8}
@@ -257,10 +257,10 @@ def test_every_row_of_the_last_unversioned_release_survives(tmp_path):
 def test_opening_again_changes_nothing(tmp_path):
     path = str(tmp_path / 'state.sqlite')
     build(path, *SHAPES['unversioned'])
-    assert state.StateStore(path).migrated == list(
+    assert state_store.StateStore(path).migrated == list(
         range(1, migrations.LATEST + 1))
     before = schema(path)
-    again = state.StateStore(path)
+    again = state_store.StateStore(path)
     assert again.migrated == []
     assert schema(path) == before
     assert again.vf_counts('cn1') == {'0000:3b:00.0': 8}
@@ -268,12 +268,12 @@ def test_opening_again_changes_nothing(tmp_path):
 
 def test_opening_a_current_store_takes_no_write_lock(tmp_path):
     path = str(tmp_path / 'state.sqlite')
-    state.StateStore(path)
+    state_store.StateStore(path)
     writer = sqlite3.connect(path, isolation_level=None)
     writer.execute('BEGIN IMMEDIATE')
     try:
         # It would wait out the 30 s busy timeout if it wanted the lock.
-        assert state.StateStore(path).migrated == []
+        assert state_store.StateStore(path).migrated == []
     finally:
         writer.execute('ROLLBACK')
         writer.close()
@@ -294,8 +294,8 @@ def test_a_store_of_a_later_release_is_refused_untouched(tmp_path, wal):
     build(str(path), *SHAPES['unversioned'],
           user_version=migrations.LATEST + 1, wal=wal)
     before = _files(tmp_path)
-    with pytest.raises(state.StoreTooNew) as exc:
-        state.StateStore(str(path))
+    with pytest.raises(state_store.StoreTooNew) as exc:
+        state_store.StateStore(str(path))
     message = str(exc.value)
     assert str(path) in message
     assert 'schema version %d, newer than the %d' % (
@@ -326,7 +326,7 @@ STEP_NEXT = migrations.Migration(NEXT, 'drivers get a colour',
 def current(tmp_path):
     """(path, raw connection) of a store at the code's version."""
     path = str(tmp_path / 'state.sqlite')
-    state.StateStore(path).set_driver('intel_qat', True)
+    state_store.StateStore(path).set_driver('intel_qat', True)
     db = sqlite3.connect(path, isolation_level=None)
     db.execute('PRAGMA busy_timeout=5000')
     yield path, db
@@ -374,7 +374,7 @@ def test_steps_are_numbered_in_order(current):
 def _open_at_once(paths, barrier, results):
     for path in paths:
         barrier.wait()
-        results.put((path, state.StateStore(path).migrated))
+        results.put((path, state_store.StateStore(path).migrated))
 
 
 def test_two_processes_opening_a_new_store_at_once_both_succeed(tmp_path):

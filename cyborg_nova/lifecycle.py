@@ -60,6 +60,32 @@ def effective_names(conf: cfg.ConfigOpts,
     return names
 
 
+def host_drivers(conf: cfg.ConfigOpts,
+                 store: state_store.StateStore | None
+                 ) -> list[base.AcceleratorDriver]:
+    """The drivers in effect on this host (:func:`effective_names`).
+
+    :raises base.DriverError: a driver cannot be loaded.
+    """
+    return loader.load(conf, effective_names(conf, store))
+
+
+def host_accelerators(conf: cfg.ConfigOpts,
+                      store: state_store.StateStore | None,
+                      sysfs_root: str | None = None
+                      ) -> discovery.DiscoveryResult:
+    """What the drivers in effect on this host find in its sysfs now.
+
+    ``sysfs_root`` defaults to ``[cyborg_nova] sysfs_root``.
+
+    :raises base.DriverError: a driver cannot be loaded or run.
+    :raises sysfs.NoSysfs: there is no sysfs to read at the root.
+    """
+    return discovery.Discoverer(
+        host_drivers(conf, store),
+        sysfs_root or conf.cyborg_nova.sysfs_root).discover()
+
+
 def initial_state(conf: cfg.ConfigOpts) -> str:
     """The state a device first seen on this host starts in.
 

@@ -118,7 +118,7 @@ class Agent:
         self.nodename = opts.nodename
         self.store = state_store.StateStore(conf.cyborg_nova.state_path)
         self._driver_names = lifecycle.effective_names(conf, self.store)
-        drivers = loader.load(conf, self._driver_names)
+        drivers = lifecycle.host_drivers(conf, self.store)
         self.notifier = notifications.Notifier(
             conf, '%s.%s' % (PROG, self.nodename))
         self.local = host.LocalHost(

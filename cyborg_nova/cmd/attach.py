@@ -24,8 +24,6 @@ from cliff import command
 from oslo_config import cfg
 
 from cyborg_drivers import base
-from cyborg_drivers import discovery
-from cyborg_drivers import loader
 from cyborg_drivers import sysfs
 from cyborg_nova.cmd import hostargs
 from cyborg_nova.conf import privsep as privsep_conf
@@ -106,9 +104,7 @@ def _prepare(app, parsed_args):
     server = hotplug_flow.server_uuid(parsed_args.server)
     store = hostargs.store(conf)
     try:
-        drivers = loader.load(conf, lifecycle.effective_names(conf, store))
-        found = discovery.Discoverer(
-            drivers, conf.cyborg_nova.sysfs_root).discover().accelerators
+        found = lifecycle.host_accelerators(conf, store).accelerators
     except (base.DriverError, sysfs.NoSysfs) as exc:
         raise hotplug_errors.AttachError('cannot discover this host\'s '
                                          'accelerators: %s' % exc)

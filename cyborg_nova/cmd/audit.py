@@ -24,9 +24,7 @@ import time
 from cliff import lister
 
 from cyborg_drivers import base
-from cyborg_drivers import discovery
 from cyborg_drivers import guest_xml
-from cyborg_drivers import loader
 from cyborg_drivers import sysfs
 from cyborg_nova import assignments
 from cyborg_nova import audit
@@ -140,9 +138,7 @@ def domain_hostdevs(uri: str) -> dict[str, list[str]]:
 def discovered_units(conf, store, nodename: str) -> dict[str, str] | None:
     """{unit address: provider uuid} discovery finds; None if it cannot."""
     try:
-        drivers = loader.load(conf, lifecycle.effective_names(conf, store))
-        found = discovery.Discoverer(
-            drivers, conf.cyborg_nova.sysfs_root).discover().accelerators
+        found = lifecycle.host_accelerators(conf, store).accelerators
     except (base.DriverError, sysfs.NoSysfs):
         return None
     units = {unit: providers_lib.provider_uuid(nodename, acc.address)

@@ -19,8 +19,6 @@ from cliff import command
 from cliff import lister
 from cliff import show
 
-from cyborg_drivers import discovery
-from cyborg_drivers import loader
 from cyborg_nova.cmd import columns
 from cyborg_nova.cmd import hostargs
 from cyborg_nova import lifecycle
@@ -29,9 +27,7 @@ from cyborg_nova import store as state_store
 
 
 def _found(conf, store):
-    drivers = loader.load(conf, lifecycle.effective_names(conf, store))
-    return discovery.Discoverer(
-        drivers, conf.cyborg_nova.sysfs_root).discover().by_address()
+    return lifecycle.host_accelerators(conf, store).by_address()
 
 
 class DeviceList(hostargs.HostCommand, lister.Lister):

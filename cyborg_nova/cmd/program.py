@@ -24,7 +24,6 @@ import sys
 from cliff import lister
 from cliff import show
 
-from cyborg_drivers import loader
 from cyborg_nova.cmd import cli
 from cyborg_nova.cmd import columns
 from cyborg_nova.cmd import hostargs
@@ -42,7 +41,7 @@ def make_programmer(app, parsed_args) -> programming.Programmer:
     conf = hostargs.conf(app)
     store = hostargs.store(conf)
     client = hostargs.placement_client(app, parsed_args)
-    drivers = loader.load(conf, lifecycle.effective_names(conf, store))
+    drivers = lifecycle.host_drivers(conf, store)
     # oslo.privsep imports eventlet, whose first import in a worker
     # thread leaves that thread unjoinable: import it here, in the main
     # thread, before the loads run in workers.

@@ -28,8 +28,6 @@ import json
 from cliff import lister
 import requests
 
-from cyborg_drivers import discovery
-from cyborg_drivers import loader
 from cyborg_drivers import sysfs
 from cyborg_nova.cmd import columns
 from cyborg_nova.cmd import hostargs
@@ -152,8 +150,7 @@ class DiscoverServices(hostargs.HostCommand, lister.Lister):
         if parsed_args.local:
             conf = hostargs.conf(self.app)
             store = hostargs.store(conf)
-            drivers = loader.load(conf, lifecycle.effective_names(conf,
-                                                                  store))
+            drivers = lifecycle.host_drivers(conf, store)
             try:
                 count = services.discover(store, parsed_args.nodename,
                                           drivers,
@@ -200,10 +197,8 @@ class ServiceList(hostargs.HostCommand, lister.Lister):
                 'no services discovered yet on %s (see "cyborg-nova '
                 'discover-services"): what the drivers find now\n'
                 % parsed_args.nodename)
-            drivers = loader.load(conf, lifecycle.effective_names(conf,
-                                                                  store))
-            accelerators = discovery.Discoverer(
-                drivers, conf.cyborg_nova.sysfs_root).discover().accelerators
+            accelerators = lifecycle.host_accelerators(
+                conf, store).accelerators
             found = [(o, '') for o in services.rows(accelerators, 0.0)]
         return (('address', 'driver', 'services', 'traits',
                  'discovered_at'),

@@ -31,8 +31,8 @@ from oslo_config import cfg
 
 from cyborg_drivers import base
 from cyborg_drivers import discovery
-from cyborg_drivers.drivers import intel_qat
 from cyborg_drivers import loader
+from cyborg_drivers.qat import driver as intel_qat
 from cyborg_drivers import sysfs
 from cyborg_nova import providers
 from cyborg_nova import store as state_store

@@ -32,7 +32,7 @@ import logging
 from typing import Iterable
 
 from cyborg_drivers import device as device_model
-from cyborg_drivers import vgpu
+from cyborg_drivers.nvidia import vgpu
 
 LOG = logging.getLogger(__name__)
 

@@ -38,7 +38,7 @@ import shutil
 import subprocess
 
 from cyborg_drivers import bitstreams
-from cyborg_drivers import fpga_regions
+from cyborg_drivers.fpga import regions as fpga_regions
 import privsep
 from privsep import _common
 

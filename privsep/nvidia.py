@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import subprocess
 
-from cyborg_drivers import vgpu
+from cyborg_drivers.nvidia import vgpu
 import privsep
 from privsep import _common
 

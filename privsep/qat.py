@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 
-from cyborg_drivers.drivers import intel_qat
+from cyborg_drivers.qat import driver as intel_qat
 import privsep
 from privsep import _common
 

@@ -24,7 +24,7 @@ import os
 import shutil
 
 from cyborg_drivers.fake import hosttree
-from cyborg_drivers import vgpu
+from cyborg_drivers.nvidia import vgpu
 import privsep.mdev
 import privsep.nvidia
 

@@ -477,7 +477,7 @@ class Cloud(object):
         The fake driver rebuilds a tree that lacks its checksum of the
         profile; with it, the driver uses the compute's tree as it is.
         """
-        from cyborg_drivers.drivers import fake
+        from cyborg_drivers.fake import driver as fake
         from cyborg_drivers.fake import hosttree
         with open(hosttree.profile_path(profile), 'rb') as f:
             digest = hashlib.sha256(f.read()).hexdigest()

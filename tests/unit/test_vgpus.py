@@ -23,7 +23,7 @@ import pytest
 
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
-from cyborg_drivers import vgpu
+from cyborg_drivers.nvidia import vgpu
 from cyborg_nova import vgpus
 from privsep import mdev as privsep_mdev
 from privsep import nvidia as privsep_nvidia

@@ -36,7 +36,7 @@ import time
 from nova import context as nova_context
 from nova.tests.functional.api import client
 
-from cyborg_drivers import vgpu
+from cyborg_drivers.nvidia import vgpu
 from tests.counts import record
 from tests.functional.nova import moves
 from tests.functional.nova import test_programming_moves

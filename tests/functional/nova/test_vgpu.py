@@ -29,7 +29,7 @@ from nova import context as nova_context
 from nova import objects
 from oslo_privsep import daemon as privsep_daemon
 
-from cyborg_drivers import vgpu
+from cyborg_drivers.nvidia import vgpu
 from cyborg_nova import assignments
 from cyborg_nova import store as state_store
 from cyborg_nova import vgpus

@@ -36,7 +36,7 @@ from unittest import mock
 
 from oslo_config import cfg
 
-from cyborg_drivers import vgpu
+from cyborg_drivers.nvidia import vgpu
 from cyborg_nova.agent import remote
 from cyborg_nova.agent import remote_sync
 from cyborg_nova import audit

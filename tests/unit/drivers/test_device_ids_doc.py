@@ -25,10 +25,10 @@ import re
 from oslo_config import cfg
 
 from cyborg_drivers import discovery
-from cyborg_drivers.drivers import nvidia_gpu
 from cyborg_drivers.fake import hosttree
 from cyborg_drivers import loader
 from cyborg_drivers import names
+from cyborg_drivers.nvidia import driver as nvidia_gpu
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))

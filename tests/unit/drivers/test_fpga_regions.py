@@ -25,7 +25,7 @@ import pytest
 
 from cyborg_drivers import discovery
 from cyborg_drivers.fake import hosttree
-from cyborg_drivers import fpga_regions
+from cyborg_drivers.fpga import regions as fpga_regions
 from cyborg_drivers import loader
 from tests.unit.programming import fakes
 

@@ -27,8 +27,8 @@ from oslo_config import cfg
 import pytest
 
 from cyborg_drivers import discovery
-from cyborg_drivers.drivers import intel_fpga
-from cyborg_drivers import fpga_regions
+from cyborg_drivers.fpga import intel as intel_fpga
+from cyborg_drivers.fpga import regions as fpga_regions
 from cyborg_drivers import loader
 from cyborg_drivers import sysfs
 

@@ -25,8 +25,8 @@ from oslo_config import cfg
 import pytest
 
 from cyborg_drivers import discovery
-from cyborg_drivers.drivers import intel_qat
 from cyborg_drivers import loader
+from cyborg_drivers.qat import driver as intel_qat
 from cyborg_drivers import sysfs
 
 # PF id, product, PF driver, VF id, upstream VF driver, VF offset (the

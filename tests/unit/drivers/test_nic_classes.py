@@ -24,8 +24,8 @@ from oslo_config import cfg
 import pytest
 
 from cyborg_drivers import discovery
-from cyborg_drivers.drivers import nic_sriov
 from cyborg_drivers import loader
+from cyborg_drivers.nic import driver as nic_sriov
 from cyborg_drivers import sysfs
 
 PF = '0000:5e:00.0'

@@ -26,8 +26,8 @@ import pytest
 from cyborg_drivers import device as device_model
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
+from cyborg_drivers.nvidia import vgpu
 from cyborg_drivers import sysfs
-from cyborg_drivers import vgpu
 
 DEFAULT = ['nvidia_gpu', 'intel_fpga', 'xilinx_fpga', 'intel_qat']
 A10_IFACE = 'CUSTOM_FPGA_REGION_INTEL_9346116DA52D5CA8B06AA9A389EF7C8D'

@@ -22,9 +22,9 @@ import pytest
 from cyborg_drivers import base
 from cyborg_drivers import device as device_model
 from cyborg_drivers import discovery
-from cyborg_drivers.drivers import nvidia_gpu
 from cyborg_drivers import loader
-from cyborg_drivers import vgpu
+from cyborg_drivers.nvidia import driver as nvidia_gpu
+from cyborg_drivers.nvidia import vgpu
 from cyborg_nova.agent import remote
 
 H200 = '0000:41:00.0'

@@ -19,7 +19,7 @@ import pytest
 
 from cyborg_drivers import base
 from cyborg_drivers import discovery
-from cyborg_drivers.drivers import fake
+from cyborg_drivers.fake import driver as fake
 from cyborg_drivers.fake import hosttree
 from cyborg_drivers import loader
 import privsep

@@ -37,9 +37,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(
 
 from cyborg_drivers import bitstreams  # noqa: E402
 from cyborg_drivers import discovery  # noqa: E402
-from cyborg_drivers.drivers import fake  # noqa: E402
-from cyborg_drivers.drivers import intel_fpga  # noqa: E402
-from cyborg_drivers.drivers import xilinx_fpga  # noqa: E402
+from cyborg_drivers.fake import driver as fake  # noqa: E402
+from cyborg_drivers.fpga import intel as intel_fpga  # noqa: E402
+from cyborg_drivers.fpga import xilinx as xilinx_fpga  # noqa: E402
 
 
 def main(argv):

@@ -120,11 +120,20 @@ class Assignments:
                 held.setdefault(row.provider, []).append(row.unit)
         return held
 
+    def rows_of_consumer(self, consumer: str,
+                         providers: Iterable[str] | None = None
+                         ) -> list[Assignment]:
+        """``consumer``'s rows (on ``providers`` only, if given)."""
+        wanted = None if providers is None else set(providers)
+        return [row for row in self._units.of_consumer(consumer)
+                if wanted is None or row.provider in wanted]
+
     def of_provider(self, provider: str) -> list[Assignment]:
         return self._units.of_provider(provider)
 
     def assign(self, consumer: str, provider: str,
-               candidates: Iterable[str], count: int) -> list[str]:
+               candidates: Iterable[str], count: int,
+               hostdev: Callable[[str], str] | None = None) -> list[str]:
         """Give ``consumer`` ``count`` units of ``provider``; the units.
 
         Idempotent: units the consumer already holds on the provider are
@@ -133,6 +142,10 @@ class Assignments:
         ``candidates`` order, which makes the choice deterministic.
         Units the consumer holds beyond ``count`` stay recorded (a guest
         may still use them); :meth:`trim` drops them.
+
+        :param hostdev: what a unit is in the guest, recorded with each
+            unit given (and with units held from an earlier release,
+            which have none).
 
         :raises NoFreeUnits: not enough free units; nothing is assigned.
         """
@@ -143,6 +156,8 @@ class Assignments:
         with self._units.change() as table:
             taken = table.holders(provider)
             mine = sorted(u for u, c in taken.items() if c == consumer)
+            if hostdev is not None and mine:
+                table.fill_hostdevs(provider, {u: hostdev(u) for u in mine})
             if len(mine) >= count:
                 return mine[:count]
             free = [u for u in candidates if u not in taken]
@@ -152,7 +167,8 @@ class Assignments:
                     '%d unit(s) of provider %s asked for %s, %d free'
                     % (count, provider, consumer, len(free) + len(mine)))
             new = free[:need]
-            table.add(provider, consumer, new, time.time())
+            table.add(provider, consumer, new, time.time(),
+                      {u: hostdev(u) for u in new} if hostdev else None)
         return mine + new
 
     def trim(self, consumer: str, provider: str, count: int) -> list[str]:

@@ -36,6 +36,7 @@ import os_traits
 
 from cyborg_drivers import device as device_model
 from cyborg_drivers import discovery
+from cyborg_nova import provider_devices
 from cyborg_nova import remote_devices
 from cyborg_nova import store as state_store
 
@@ -128,6 +129,8 @@ class ProviderTreeUpdater:
         initial = state_store.READY if self.auto_ready else (
             state_store.INACTIVE)
         states = self.store.sync(nodename, result.accelerators, initial)
+        # What a guest build reads instead of discovering again.
+        provider_devices.record(self.store, nodename, result.accelerators)
         kept = self.store.units.kept()
         prefix = nodename + NAME_INFIX
         root_uuid = provider_tree.data(nodename).uuid

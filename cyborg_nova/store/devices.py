@@ -159,6 +159,39 @@ class StateStore(database.Database):
                  for a, identity in found_again])
         return self.devices(nodename)
 
+    def reported(self, nodename: str) -> dict[str, dict]:
+        """{address: entry} each device's last reported accelerator.
+
+        The entry is what :meth:`set_reported` recorded (the device's
+        ``GET /hardware`` entry); devices without one are left out.
+        """
+        with self._connect() as db:
+            rows = db.execute(
+                'SELECT address, reported FROM devices WHERE nodename = ? '
+                'AND reported IS NOT NULL', (nodename,)).fetchall()
+        return {address: json.loads(text) for address, text in rows}
+
+    def set_reported(self, nodename: str, entries: dict[str, dict]) -> int:
+        """Record the accelerator reported for each known device.
+
+        ``entries``: {address: JSON-able entry}. Only rows whose entry
+        changed are written (an unchanged cycle writes nothing); devices
+        without a row are skipped (:meth:`sync` adds rows). How many
+        rows changed.
+        """
+        with self._connect() as db:
+            known = dict(db.execute(
+                'SELECT address, reported FROM devices WHERE nodename = ?',
+                (nodename,)).fetchall())
+        changed = [(text, nodename, address) for address, text in (
+            (a, json.dumps(e, sort_keys=True)) for a, e in entries.items())
+            if address in known and known[address] != text]
+        if changed:
+            with self._transaction() as db:
+                db.executemany('UPDATE devices SET reported = ? WHERE '
+                               'nodename = ? AND address = ?', changed)
+        return len(changed)
+
     def mark_missing(self, nodename: str, address: str) -> None:
         """Note that an update did not find the device on the bus."""
         with self._transaction() as db:

@@ -200,6 +200,22 @@ def _kept_units(db: sqlite3.Connection) -> None:
     db.execute('ALTER TABLE unit_assignments ADD COLUMN kept_for TEXT')
 
 
+# -- step 5: what the update cycle reported, and each unit's hostdev kind ----
+
+def _unit_records(db: sqlite3.Connection) -> None:
+    """``devices.reported`` and ``unit_assignments.hostdev``.
+
+    ``reported`` holds the accelerator the last update cycle reported
+    for the device (its ``GET /hardware`` entry, JSON), so a guest build
+    finds the device behind a provider without reading sysfs again;
+    ``hostdev`` says what a unit becomes in the guest (a managed or an
+    unmanaged PCI ``<hostdev>``, or an mdev one), recorded when the unit
+    is assigned. Both are NULL for rows written before this step.
+    """
+    db.execute('ALTER TABLE devices ADD COLUMN reported TEXT')
+    db.execute('ALTER TABLE unit_assignments ADD COLUMN hostdev TEXT')
+
+
 #: Every step, in order; the store's version is the number of the last
 #: one applied.
 MIGRATIONS: tuple[Migration, ...] = (
@@ -211,6 +227,9 @@ MIGRATIONS: tuple[Migration, ...] = (
               'and devices', _remote_drivers),
     Migration(4, 'unit_assignments.kept_for: units a domain still holds '
               'after their allocation went', _kept_units),
+    Migration(5, 'devices.reported, unit_assignments.hostdev: the device '
+              'last reported and what each unit is in the guest',
+              _unit_records),
 )
 #: The version this code writes and reads.
 LATEST = MIGRATIONS[-1].number

@@ -23,12 +23,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sqlite3
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from cyborg_nova.store import database
 
-_SELECT = ('SELECT unit, consumer, provider, created_at, kept_for '
-           'FROM unit_assignments')
+_SELECT = ('SELECT unit, consumer, provider, created_at, kept_for, '
+           'hostdev FROM unit_assignments')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +40,10 @@ class Assignment:
     Placement any more: the unit stays taken, and reserved, until the
     domain is gone (see :meth:`cyborg_nova.assignments.Assignments.
     reconcile`). None for every unit that serves an allocation.
+
+    ``hostdev`` is what the unit becomes in the guest (see
+    :mod:`cyborg_nova.guests`), recorded when it is assigned; None for a
+    row of an earlier release.
     """
 
     unit: str
@@ -47,6 +51,7 @@ class Assignment:
     provider: str
     created_at: float = 0.0
     kept_for: str | None = None
+    hostdev: str | None = None
 
 
 class UnitTable:
@@ -109,15 +114,30 @@ class UnitChange:
             'WHERE provider = ?', (provider,)))
 
     def add(self, provider: str, consumer: str, units: Sequence[str],
-            at: float) -> None:
+            at: float, hostdevs: Mapping[str, str] | None = None) -> None:
         """Give ``consumer`` the ``units`` of ``provider``.
 
+        :param hostdevs: {unit: what it is in the guest}, recorded.
         :raises sqlite3.IntegrityError: a unit is taken already.
         """
+        kinds = hostdevs or {}
         self._db.executemany(
             'INSERT INTO unit_assignments (provider, unit, consumer, '
-            'created_at) VALUES (?, ?, ?, ?)',
-            [(provider, unit, consumer, at) for unit in units])
+            'created_at, hostdev) VALUES (?, ?, ?, ?, ?)',
+            [(provider, unit, consumer, at, kinds.get(unit))
+             for unit in units])
+
+    def fill_hostdevs(self, provider: str,
+                      hostdevs: Mapping[str, str]) -> int:
+        """Record what units of ``provider`` are in the guest, where unset.
+
+        Rows of an earlier release have none. How many rows changed.
+        """
+        return sum(self._db.execute(
+            'UPDATE unit_assignments SET hostdev = ? WHERE provider = ? '
+            'AND unit = ? AND hostdev IS NULL',
+            (kind, provider, unit)).rowcount
+            for unit, kind in sorted(hostdevs.items()))
 
     def remove(self, consumer: str, providers: Sequence[str] | None = None,
                units: Sequence[str] | None = None,

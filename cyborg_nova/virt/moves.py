@@ -25,6 +25,7 @@ import logging
 from nova import exception
 from nova import objects
 from nova.scheduler.client import report
+from nova.scheduler import utils as scheduler_utils
 
 from cyborg_nova import assignments
 
@@ -96,3 +97,45 @@ def consumer_allocations(context, consumer: str) -> dict | None:
         LOG.warning('cyborg-nova: cannot read the allocations of %s: %s',
                     consumer, exc)
         return None
+
+
+def live_attached(context, instance, consumer: str,
+                  ours: dict[str, tuple[str, str]]) -> list[str]:
+    """What ``consumer`` holds on ``ours`` beyond ``instance``'s flavor.
+
+    Units ``cyborg-nova instance-attach`` added to a running guest are
+    allocated to the instance but asked for by no flavor: Nova's
+    scheduler does not claim them on a destination, and its move deletes
+    them with the source's allocation. One sentence per resource class
+    held beyond what the flavor asks for (Nova's own reading of the
+    flavor, ``resources_from_flavor``), naming the accelerators that
+    hold it.
+    """
+    allocations = consumer_allocations(context, consumer)
+    if not allocations:
+        return []
+    held: dict[str, dict[str, int]] = {}
+    for rp, alloc in allocations.items():
+        if rp not in ours:
+            continue
+        for rc, amount in alloc.get('resources', {}).items():
+            held.setdefault(rc, {})[ours[rp][1]] = amount
+    if not held:
+        return []
+    asked = scheduler_utils.resources_from_flavor(instance, instance.flavor)
+    return ['%d %s on %s, its flavor asks for %d'
+            % (sum(by.values()), rc, ', '.join(sorted(by)),
+               asked.get(rc, 0))
+            for rc, by in sorted(held.items())
+            if sum(by.values()) > asked.get(rc, 0)]
+
+
+def move_consumer(context, instance_uuid: str) -> str:
+    """The consumer holding the instance's allocation here now.
+
+    The migration record while a move that gave it the allocation is
+    under way, else the instance.
+    """
+    link = links(context)(instance_uuid)
+    return (link.migration if link is not None
+            and link.instance == instance_uuid else instance_uuid)

@@ -26,7 +26,7 @@ from lxml import etree
 import testtools
 
 from cyborg_drivers import guest_xml
-from cyborg_nova.virt import guest
+from cyborg_nova.virt import hostdevs as guest
 
 DOMAIN = """<domain type='kvm'>
   <name>validate</name>

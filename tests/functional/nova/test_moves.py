@@ -383,7 +383,7 @@ class TestInPlace(moves.MovesTestCase):
             'nova.tests.fixtures.libvirt.Domain.detachDeviceFlags',
             lambda dom, xml, flags: None))
         self.useFixture(fixtures.MonkeyPatch(
-            'cyborg_nova.virt.guest.SUSPEND_DETACH_TIMEOUT', 1))
+            'cyborg_nova.virt.hostdevs.SUSPEND_DETACH_TIMEOUT', 1))
         usage = self.usage()
         # The harness turns casts into calls: the failure reaches the
         # API (a real cloud answers 202 and records it).

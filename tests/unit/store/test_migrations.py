@@ -170,13 +170,15 @@ def fresh(tmp_path):
 
 
 def test_a_new_store_is_at_the_latest_version(fresh):
-    assert fresh['version'] == migrations.LATEST == 4
+    assert fresh['version'] == migrations.LATEST == 5
     assert sorted(fresh['columns']) == [
         'device_services', 'devices', 'drivers', 'program_jobs',
         'program_steps', 'remote_drivers', 'unit_assignments',
         'vf_counts']
-    assert [c[1] for c in fresh['columns']['devices']][-3:] == [
-        'identity', 'driver', 'missing']
+    assert [c[1] for c in fresh['columns']['devices']][-4:] == [
+        'identity', 'driver', 'missing', 'reported']
+    assert [c[1] for c in fresh['columns']['unit_assignments']][-2:] == [
+        'kept_for', 'hostdev']
 
 
 def test_an_empty_file_becomes_a_store(tmp_path, fresh):

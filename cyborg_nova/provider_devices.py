@@ -1,0 +1,186 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+"""The device behind each accelerator provider of this host: one lookup.
+
+A provider of this host is a local device (reported by
+:mod:`cyborg_nova.providers`) or a device of an
+out-of-process driver (:mod:`cyborg_nova.remote_devices`); both are
+found here, under the provider uuid Placement knows them by:
+
+- :func:`recorded`: from the state store alone, as nova-compute's last
+  update cycle reported the local devices (:func:`record`) and as the
+  agent recorded the remote ones. A guest build uses it, so it reads no
+  sysfs;
+- :func:`found`: from a discovery just made (the commands, and a guest
+  build that finds no record), with the remote devices of the store;
+- :func:`find`: a device named by its PCI address or its provider uuid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Iterable, Mapping
+import uuid as uuid_lib
+
+from cyborg_drivers import device as device_model
+from cyborg_nova import remote_devices
+from cyborg_nova import store as state_store
+
+LOG = logging.getLogger(__name__)
+
+
+class NotFound(LookupError):
+    """No device of this host matches the name; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderDevice:
+    """The accelerator behind one provider of this host."""
+
+    provider: str
+    nodename: str
+    accelerator: device_model.Accelerator
+    #: The out-of-process driver serving it; None for a local device.
+    endpoint: str | None = None
+
+    @property
+    def address(self) -> str:
+        return self.accelerator.address
+
+
+@dataclasses.dataclass
+class HostDevices:
+    """What :func:`recorded` finds."""
+
+    #: {provider uuid: device} of every device with a record.
+    devices: dict[str, ProviderDevice]
+    #: {provider uuid: (nodename, address)} of local devices the store
+    #: knows but holds no record of (none written since an upgrade).
+    unrecorded: dict[str, tuple[str, str]]
+
+
+def record(store: state_store.StateStore, nodename: str,
+           accelerators: Iterable[device_model.Accelerator]) -> int:
+    """Remember the local accelerators an update cycle reported.
+
+    Writes only what changed (how many rows).
+    """
+    return store.set_reported(nodename, {
+        a.address: a.to_hardware(nodename) for a in accelerators})
+
+
+def _uuid(nodename: str, address: str) -> str:
+    # providers.provider_uuid, which imports this module to record.
+    return device_model.device_uuid(nodename, address)
+
+
+def _local(nodename: str, accelerator: device_model.Accelerator
+           ) -> ProviderDevice:
+    return ProviderDevice(_uuid(nodename, accelerator.address), nodename,
+                          accelerator)
+
+
+def _remote(store: state_store.StateStore, nodename: str,
+            local: Iterable[device_model.Accelerator]
+            ) -> dict[str, ProviderDevice]:
+    return {uuid: ProviderDevice(uuid, nodename, d.accelerator, d.endpoint)
+            for uuid, d in remote_devices.by_provider(
+                store, nodename, local).items()}
+
+
+def recorded(store: state_store.StateStore, nodenames: Iterable[str]
+             ) -> HostDevices:
+    """The devices of ``nodenames`` as the store has them.
+
+    A local device the last update found missing from the bus is left
+    out (it has no device to give); one whose record cannot be read is
+    reported ``unrecorded``.
+    """
+    result = HostDevices({}, {})
+    for nodename in nodenames:
+        rows = store.devices(nodename)
+        entries = store.reported(nodename)
+        local = []
+        for address, row in sorted(rows.items()):
+            if row.missing:
+                continue
+            entry = entries.get(address)
+            try:
+                accelerator = (None if entry is None else dataclasses.replace(
+                    device_model.from_hardware(entry), remote=False))
+            except ValueError as exc:
+                LOG.warning('The record of accelerator %s is unreadable: '
+                            '%s', address, exc)
+                accelerator = None
+            if accelerator is None:
+                uuid = _uuid(nodename, address)
+                result.unrecorded[uuid] = (nodename, address)
+                continue
+            local.append(accelerator)
+            device = _local(nodename, accelerator)
+            result.devices[device.provider] = device
+        result.devices.update(_remote(store, nodename, local))
+    return result
+
+
+def found(store: state_store.StateStore, nodename: str,
+          accelerators: Iterable[device_model.Accelerator]
+          ) -> dict[str, ProviderDevice]:
+    """{provider uuid: device} of a discovery of ``nodename`` just made.
+
+    The remote devices of the store are added (those whose functions a
+    local one has are left out, see :func:`remote_devices.devices`).
+    """
+    local = list(accelerators)
+    result = {d.provider: d for d in (_local(nodename, a) for a in local)}
+    result.update(_remote(store, nodename, local))
+    return result
+
+
+def find(devices: Mapping[str, ProviderDevice], nodename: str,
+         name: str) -> ProviderDevice:
+    """The device named by a PCI address or a provider uuid.
+
+    :param devices: {provider uuid: device}, e.g. of :func:`found`.
+    :raises NotFound: ``name`` is neither form, is a unit of a device
+        rather than the device, or names no device of ``nodename``.
+    """
+    value = name.strip().lower()
+    mine = [d for d in devices.values() if d.nodename == nodename]
+    if device_model.is_pci_address(value):
+        for device in mine:
+            if device.address == value:
+                return device
+        for device in mine:
+            acc = device.accelerator
+            if value in acc.units or value in acc.addresses:
+                raise NotFound(
+                    '%s is a unit of accelerator %s; give the '
+                    'accelerator\'s address (and --count)'
+                    % (value, device.address))
+        raise NotFound(
+            '%s is not an accelerator cyborg-nova manages on this host; '
+            'see "cyborg-nova device-list"' % value)
+    try:
+        wanted = str(uuid_lib.UUID(value))
+    except ValueError:
+        raise NotFound(
+            '%r is neither a PCI address (e.g. 0000:3b:00.0) nor a '
+            'resource provider uuid' % name)
+    device = devices.get(wanted)
+    if device is None or device.nodename != nodename:
+        raise NotFound(
+            'no accelerator of %s has provider %s; see "cyborg-nova '
+            'device-list --nodename %s"' % (nodename, wanted, nodename))
+    return device

@@ -51,15 +51,8 @@ from cyborg_nova import version
 TITLE = 'cyborg-nova agent'
 
 
-def build_app(conf: cfg.ConfigOpts, hardware: Callable[[], list[dict]],
-              request_discovery: Callable[[], None],
-              registry: remote.Registry,
-              programmer: programming.Programmer | None = None,
-              nodename: str = '',
-              local_drivers: Callable[[], list[str]] = list,
-              discover_services: Callable[[], int] | None = None
-              ) -> api_app.Application:
-    """The agent's WSGI application.
+class AgentHandlers:
+    """The handlers of the agent API's routes, one method per route.
 
     :param hardware: every ``GET /hardware`` entry, local and remote.
     :param request_discovery: starts (or coalesces into) a discovery in
@@ -72,16 +65,33 @@ def build_app(conf: cfg.ConfigOpts, hardware: Callable[[], list[dict]],
         devices in its state store; how many devices it refreshed.
     """
 
-    def post_discovery(request: webob.Request) -> tuple[int, Any]:
-        request_discovery()
+    def __init__(self, hardware: Callable[[], list[dict]],
+                 request_discovery: Callable[[], None],
+                 registry: remote.Registry,
+                 programmer: programming.Programmer | None = None,
+                 nodename: str = '',
+                 local_drivers: Callable[[], list[str]] = list,
+                 discover_services: Callable[[], int] | None = None
+                 ) -> None:
+        self._hardware = hardware
+        self._request_discovery = request_discovery
+        self._registry = registry
+        self._programmer = programmer
+        self._nodename = nodename
+        self._local_drivers = local_drivers
+        self._discover_services = discover_services
+
+    def post_discovery(self, request: webob.Request) -> tuple[int, Any]:
+        self._request_discovery()
         return 202, {'status': 'IN-PROGRESS'}
 
-    def get_hardware(request: webob.Request) -> tuple[int, Any]:
-        return 200, {'hardware': hardware()}
+    def get_hardware(self, request: webob.Request) -> tuple[int, Any]:
+        return 200, {'hardware': self._hardware()}
 
-    def post_hello(request: webob.Request, body: dict) -> tuple[int, Any]:
+    def post_hello(self, request: webob.Request, body: dict
+                   ) -> tuple[int, Any]:
         try:
-            driver = registry.hello(body['endpoint'], body['type'])
+            driver = self._registry.hello(body['endpoint'], body['type'])
         except remote.InvalidEndpoint as exc:
             raise api_app.HTTPError(400, str(exc))
         except remote.RegistryFull as exc:
@@ -89,72 +99,90 @@ def build_app(conf: cfg.ConfigOpts, hardware: Callable[[], list[dict]],
                                     'agent' % exc)
         return 200, {'driver': driver}
 
-    def get_drivers(request: webob.Request) -> tuple[int, Any]:
-        return 200, {'drivers': registry.drivers(),
-                     'local': local_drivers()}
+    def get_drivers(self, request: webob.Request) -> tuple[int, Any]:
+        return 200, {'drivers': self._registry.drivers(),
+                     'local': self._local_drivers()}
 
-    def post_services(request: webob.Request) -> tuple[int, Any]:
-        if discover_services is None:
+    def post_services(self, request: webob.Request) -> tuple[int, Any]:
+        if self._discover_services is None:
             raise api_app.HTTPError(409, 'service discovery is not '
                                     'available on this agent')
         try:
-            devices = discover_services()
+            devices = self._discover_services()
         except sysfs.NoSysfs as exc:
             raise api_app.HTTPError(409, 'no PCI bus to discover: %s'
                                     % exc)
         return 200, {'devices': devices}
 
-    def post_program(request: webob.Request, body: dict
+    def post_program(self, request: webob.Request, body: dict
                      ) -> tuple[int, Any]:
-        if programmer is None:
+        if self._programmer is None:
             raise api_app.HTTPError(409, 'programming is not available: '
                                     'the agent has no [placement] '
                                     'credentials to fence devices with')
         try:
-            job = programmer.start(nodename, body['device'],
-                                   body['bitstream'], body.get('region'),
-                                   body.get('job_id'))
+            job = self._programmer.start(
+                self._nodename, body['device'], body['bitstream'],
+                body.get('region'), body.get('job_id'))
         except programming.Refused as exc:
             raise api_app.HTTPError(exc.code, str(exc))
         return 202, {'program': job.to_dict()}
 
-    def get_program(request: webob.Request, job: str) -> tuple[int, Any]:
+    def get_program(self, request: webob.Request, job: str
+                    ) -> tuple[int, Any]:
         found = None
-        if programmer is not None and re.match(schemas.UUID_PATTERN, job):
-            found = programmer.job(job)
+        if self._programmer is not None and re.match(
+                schemas.UUID_PATTERN, job):
+            found = self._programmer.job(job)
         if found is None:
             raise api_app.HTTPError(404, 'no programming job %s' % job)
         return 200, {'program': found.to_dict()}
 
+
+def build_app(conf: cfg.ConfigOpts, hardware: Callable[[], list[dict]],
+              request_discovery: Callable[[], None],
+              registry: remote.Registry,
+              programmer: programming.Programmer | None = None,
+              nodename: str = '',
+              local_drivers: Callable[[], list[str]] = list,
+              discover_services: Callable[[], int] | None = None
+              ) -> api_app.Application:
+    """The agent's WSGI application: :class:`AgentHandlers`, routed.
+
+    The parameters are those of :class:`AgentHandlers`.
+    """
+    handlers = AgentHandlers(hardware, request_discovery, registry,
+                             programmer, nodename, local_drivers,
+                             discover_services)
     application: api_app.Application | None = None
     routes = [
-        api_app.Route('POST', '/discovery', post_discovery,
+        api_app.Route('POST', '/discovery', handlers.post_discovery,
                       'cyborg_nova:agent:discovery',
                       'Start discovery across all drivers', status=202,
                       response=schemas.DISCOVERY_RESPONSE),
-        api_app.Route('GET', '/hardware', get_hardware,
+        api_app.Route('GET', '/hardware', handlers.get_hardware,
                       'cyborg_nova:agent:hardware',
                       'List the hardware of this host across all drivers',
                       response=schemas.HARDWARE_RESPONSE),
-        api_app.Route('POST', '/hello', post_hello,
+        api_app.Route('POST', '/hello', handlers.post_hello,
                       'cyborg_nova:agent:hello',
                       'Register an out-of-process driver',
                       body=schemas.HELLO_BODY,
                       response=schemas.HELLO_RESPONSE,
                       # The registry is full.
                       errors=(409,)),
-        api_app.Route('GET', '/drivers', get_drivers,
+        api_app.Route('GET', '/drivers', handlers.get_drivers,
                       'cyborg_nova:agent:drivers',
                       'List the registered out-of-process drivers',
                       response=schemas.DRIVERS_RESPONSE),
-        api_app.Route('POST', '/services', post_services,
+        api_app.Route('POST', '/services', handlers.post_services,
                       'cyborg_nova:agent:services',
                       'Discover the services of this host\'s devices '
                       'and store them for service-list',
                       response=schemas.SERVICES_RESPONSE,
                       # No PCI bus; not available.
                       errors=(409,)),
-        api_app.Route('POST', '/program', post_program,
+        api_app.Route('POST', '/program', handlers.post_program,
                       'cyborg_nova:agent:program',
                       'Reprogram an FPGA of this host (fenced, proven '
                       'unallocated, verified)', status=202,
@@ -162,7 +190,7 @@ def build_app(conf: cfg.ConfigOpts, hardware: Callable[[], list[dict]],
                       response=schemas.PROGRAM_RESPONSE,
                       # Refused: incompatible, allocated, busy...
                       errors=(409,)),
-        api_app.Route('GET', '/program/{job}', get_program,
+        api_app.Route('GET', '/program/{job}', handlers.get_program,
                       'cyborg_nova:agent:program:show',
                       'Show a programming job',
                       response=schemas.PROGRAM_RESPONSE),

@@ -23,13 +23,14 @@ from __future__ import annotations
 import logging
 import threading
 
-import requests
+from cyborg_nova import service_client
 
 LOG = logging.getLogger(__name__)
 
 #: Failed heartbeats space out up to this many intervals.
 MAX_BACKOFF = 6
-TIMEOUT = (3.0, 10.0)
+#: Seconds for the conductor's answer.
+TIMEOUT = 10.0
 
 
 class Heartbeat:
@@ -44,30 +45,22 @@ class Heartbeat:
 
     def __init__(self, conductor_url: str, token: str | None,
                  endpoint: str, host: str, interval: float) -> None:
-        self.url = conductor_url.rstrip('/') + '/hello'
-        self.token = token
+        self.client = service_client.Client(
+            conductor_url, 'conductor-lite', token=token, timeout=TIMEOUT)
+        self.url = self.client.url('/hello')
         self.body = {'status': 'READY', 'endpoint': endpoint, 'host': host}
         self.interval = interval
         self.failures = 0
         self.sent = 0
-        self._session = requests.Session()
-        self._session.trust_env = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def beat(self) -> bool:
         """Send one heartbeat; whether the conductor accepted it."""
-        headers = {'Content-Type': 'application/json'}
-        if self.token:
-            headers['X-Auth-Token'] = self.token
         try:
-            resp = self._session.post(self.url, json=self.body,
-                                      headers=headers, timeout=TIMEOUT)
-            resp.close()
-            error = (None if resp.status_code < 300 else
-                     'answered %s: %s' % (resp.status_code,
-                                          resp.text[:200]))
-        except requests.RequestException as exc:
+            self.client.post('/hello', self.body)
+            error = None
+        except service_client.ServiceError as exc:
             error = str(exc)
         if error is None:
             if self.failures:

@@ -42,10 +42,10 @@ import time
 from typing import Any, Callable
 
 import jsonschema
-import requests
 
 from cyborg_drivers import device as device_model
 from cyborg_nova.api import endpoints
+from cyborg_nova import service_client
 
 LOG = logging.getLogger(__name__)
 
@@ -59,8 +59,8 @@ MAX_DRIVERS = 64
 MAX_BACKOFF = 8
 #: Largest ``GET /hardware`` answer read from a driver.
 MAX_RESPONSE = 4 * 1024 * 1024
-#: (connect, read) timeouts of calls to a driver, in seconds.
-TIMEOUT = (3.0, 10.0)
+#: Seconds for a driver's answer.
+TIMEOUT = 10.0
 
 #: A driver's ``GET /hardware`` answer, as the internal API spec has it.
 #: Unknown keys are allowed (drivers add their own), but only the spec's
@@ -266,55 +266,51 @@ class RemoteDriver:
 
 
 class DriverClient:
-    """Calls the driver half of the internal API over HTTP."""
+    """Calls the driver half of the internal API over HTTP.
 
-    def __init__(self, timeout: tuple[float, float] = TIMEOUT) -> None:
+    Without a token: the seed gives drivers none, and they listen on
+    loopback only.
+    """
+
+    def __init__(self, timeout: float = TIMEOUT) -> None:
         self.timeout = timeout
-        self.session = requests.Session()
-        # A driver's endpoint is local; proxies from the environment
-        # would only get in the way.
-        self.session.trust_env = False
+        self._clients: dict[str, service_client.Client] = {}
+        self._lock = threading.Lock()
+
+    def _client(self, endpoint: str) -> service_client.Client:
+        # One client (and its kept-alive connection) per driver.
+        with self._lock:
+            client = self._clients.get(endpoint)
+            if client is None:
+                client = self._clients[endpoint] = service_client.Client(
+                    endpoint, 'out-of-process driver',
+                    timeout=self.timeout)
+            return client
 
     def hardware(self, endpoint: str) -> tuple[list[dict], list[str]]:
         """``GET <endpoint>/hardware``: (entries, problems).
 
-        :raises ValueError: unreachable, an error status, or not a
-            hardware list; the message says which.
+        :raises service_client.ServiceError: unreachable, an error
+            status, or not JSON.
+        :raises ValueError: not a hardware list.
         """
-        try:
-            resp = self.session.get(endpoint + '/hardware',
-                                    timeout=self.timeout, stream=True,
-                                    headers={'Accept': 'application/json'})
-            with resp:
-                raw = resp.raw.read(MAX_RESPONSE + 1, decode_content=True)
-        except (requests.RequestException, OSError) as exc:
-            raise ValueError('GET /hardware failed: %s' % exc)
-        if resp.status_code != 200:
-            raise ValueError('GET /hardware answered %s'
-                             % resp.status_code)
-        if len(raw) > MAX_RESPONSE:
-            raise ValueError('GET /hardware answer is larger than %d bytes'
-                             % MAX_RESPONSE)
-        try:
-            document = json.loads(raw)
-        except ValueError as exc:
-            raise ValueError('GET /hardware answer is not JSON: %s' % exc)
-        return parse_hardware(document)
+        return parse_hardware(self._client(endpoint).get(
+            '/hardware', max_response=MAX_RESPONSE))
 
     def discover(self, endpoint: str) -> None:
         """``POST <endpoint>/discovery``.
 
-        :raises ValueError: unreachable or an error status.
+        :raises service_client.ServiceError: unreachable or an error
+            status.
         """
-        try:
-            resp = self.session.post(endpoint + '/discovery',
-                                     timeout=self.timeout)
-            resp.close()
-        except (requests.RequestException, OSError) as exc:
-            raise ValueError('POST /discovery failed: %s' % exc)
-        if resp.status_code >= 300:
-            raise ValueError('POST /discovery answered %s'
-                             % resp.status_code)
+        self._client(endpoint).post('/discovery')
+
+    def forget(self, endpoint: str) -> None:
+        """Close the connection to a driver no longer polled."""
+        with self._lock:
+            client = self._clients.pop(endpoint, None)
+        if client is not None:
+            client.close()
 
 
 class Registry:
@@ -386,6 +382,7 @@ class Registry:
                                'and all are UP' % len(self._drivers))
         oldest = min(down, key=lambda d: d.down_since or 0.0)
         del self._drivers[oldest.endpoint]
+        self.client.forget(oldest.endpoint)
         LOG.warning('Forgetting out-of-process driver %s (DOWN: %s) to '
                     'make room', oldest.name, oldest.last_error)
 
@@ -482,7 +479,7 @@ class Registry:
             if discover:
                 self.client.discover(endpoint)
             error = None
-        except ValueError as exc:
+        except (service_client.ServiceError, ValueError) as exc:
             error = str(exc)
         now = self.clock()
         with self._lock:

@@ -52,6 +52,26 @@ DISCOVERY_RESPONSE = {
 }
 
 
+class DriverHandlers:
+    """The handlers of the driver API's routes, one method per route.
+
+    :param hardware: the ``GET /hardware`` entries.
+    :param request_discovery: starts a discovery; returns at once.
+    """
+
+    def __init__(self, hardware: Callable[[], list[dict]],
+                 request_discovery: Callable[[], None]) -> None:
+        self._hardware = hardware
+        self._request_discovery = request_discovery
+
+    def get_hardware(self, request: webob.Request) -> tuple[int, Any]:
+        return 200, {'hardware': self._hardware()}
+
+    def post_discovery(self, request: webob.Request) -> tuple[int, Any]:
+        self._request_discovery()
+        return 202, {'status': 'IN-PROGRESS'}
+
+
 def build_app(conf: cfg.ConfigOpts, group: str,
               hardware: Callable[[], list[dict]],
               request_discovery: Callable[[], None]
@@ -62,20 +82,13 @@ def build_app(conf: cfg.ConfigOpts, group: str,
     :param hardware: the ``GET /hardware`` entries.
     :param request_discovery: starts a discovery; returns at once.
     """
-
-    def get_hardware(request: webob.Request) -> tuple[int, Any]:
-        return 200, {'hardware': hardware()}
-
-    def post_discovery(request: webob.Request) -> tuple[int, Any]:
-        request_discovery()
-        return 202, {'status': 'IN-PROGRESS'}
-
+    handlers = DriverHandlers(hardware, request_discovery)
     application: api_app.Application | None = None
     routes = [
-        api_app.Route('GET', '/hardware', get_hardware, '',
+        api_app.Route('GET', '/hardware', handlers.get_hardware, '',
                       'List the devices of this driver',
                       response=HARDWARE_RESPONSE, public=True),
-        api_app.Route('POST', '/discovery', post_discovery, '',
+        api_app.Route('POST', '/discovery', handlers.post_discovery, '',
                       'Discover the devices again', status=202,
                       response=DISCOVERY_RESPONSE, public=True),
         api_app.Route('GET', '/openapi.json',

@@ -27,7 +27,6 @@ import logging
 import threading
 
 from oslo_config import cfg
-import requests
 
 from cyborg_drivers import device as device_model
 from cyborg_drivers import discovery
@@ -37,6 +36,7 @@ from cyborg_nova.api import endpoints
 from cyborg_nova.api import server
 from cyborg_nova.conf import api as api_conf
 from cyborg_nova.remote_driver import api
+from cyborg_nova import service_client
 
 LOG = logging.getLogger(__name__)
 PROG = 'cyborg-nova-driver'
@@ -44,8 +44,8 @@ GROUP = 'cyborg_driver'
 #: First delay before another hello after a failed one; doubled up to
 #: the hello interval.
 RETRY = 1.0
-#: (connect, read) timeouts of the hello, in seconds.
-TIMEOUT = (3.0, 10.0)
+#: Seconds for the agent's answer to the hello.
+TIMEOUT = 10.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,8 +95,9 @@ class DriverService:
         self.app = api.build_app(conf, GROUP, self.hardware,
                                  self.request_discovery)
         self.server: server.Server | None = None
-        self.session = requests.Session()
-        self.session.trust_env = False
+        self.agent = service_client.Client(
+            self.agent_url, 'agent %s' % self.agent_url,
+            token=settings.agent_token, timeout=TIMEOUT)
         self._hello_thread: threading.Thread | None = None
         #: Hellos the agent accepted.
         self.hellos = 0
@@ -144,22 +145,12 @@ class DriverService:
     def hello(self) -> None:
         """``POST /hello`` to the agent once.
 
-        :raises ValueError: the agent is unreachable or refused it; the
-            message says which.
+        :raises service_client.ServiceError: the agent is unreachable or
+            refused it; the message says which.
         """
         body = {'status': 'READY', 'endpoint': self.server.url,
                 'type': self.device_type()}
-        try:
-            resp = self.session.post(
-                self.agent_url + '/hello', json=body, timeout=TIMEOUT,
-                headers={'X-Auth-Token': self.settings.agent_token})
-        except requests.RequestException as exc:
-            raise ValueError('agent %s unreachable: %s'
-                             % (self.agent_url, exc))
-        if resp.status_code != 200:
-            raise ValueError('agent %s refused the hello: %s %s'
-                             % (self.agent_url, resp.status_code,
-                                resp.text[:200]))
+        self.agent.post('/hello', body)
         self.hellos += 1
 
     def _hello_loop(self) -> None:
@@ -167,8 +158,8 @@ class DriverService:
         while not self._stopping.is_set():
             try:
                 self.hello()
-            except ValueError as exc:
-                LOG.warning('%s; trying again in %.0f s', exc, delay)
+            except service_client.ServiceError as exc:
+                LOG.warning('%s (trying again in %.0f s)', exc, delay)
                 wait, delay = delay, min(delay * 2,
                                          self.settings.hello_interval)
             else:
@@ -197,4 +188,4 @@ class DriverService:
         if self.server is not None:
             self.server.stop()
         if self._hello_thread is not None:
-            self._hello_thread.join(TIMEOUT[0] + TIMEOUT[1] + 1)
+            self._hello_thread.join(2 * TIMEOUT + 1)

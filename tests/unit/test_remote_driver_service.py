@@ -22,6 +22,7 @@ from cyborg_drivers.fake import hosttree
 from cyborg_nova.cmd import driver as driver_cmd
 from cyborg_nova import conf as cn_conf
 from cyborg_nova.remote_driver import service
+from cyborg_nova import service_client
 
 
 @pytest.fixture(scope='module')
@@ -74,7 +75,8 @@ def test_hello_says_what_went_wrong(tree):
     driver.start()
     try:
         assert driver.server.url.startswith('http://127.0.0.1:')
-        with pytest.raises(ValueError, match='agent http://127.0.0.1:1 '
+        with pytest.raises(service_client.ServiceError,
+                           match='agent http://127.0.0.1:1 '
                            'unreachable'):
             driver.hello()
     finally:

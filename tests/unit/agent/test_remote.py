@@ -153,6 +153,9 @@ class Client:
     def discover(self, endpoint):
         self.calls.append(('discovery', endpoint))
 
+    def forget(self, endpoint):
+        self.calls.append(('forget', endpoint))
+
 
 @pytest.fixture
 def client():
@@ -207,6 +210,8 @@ def test_a_full_registry_makes_room_only_by_dropping_down_drivers(client):
     reg.hello('http://c', 'GPU')
     assert [d['endpoint'] for d in reg.drivers()] == ['http://a',
                                                       'http://c']
+    # Its connection is closed with it.
+    assert ('forget', 'http://b') in client.calls
 
 
 def test_discover_all_asks_every_driver(client):

@@ -16,16 +16,19 @@ A driver knows one family of hardware. It is loaded by name from the
 ``cyborg_nova.drivers`` entry-point namespace, declares its own options
 under its own group (``[cyborg_<name>]``), and is handed the host's PCI
 snapshot each discovery cycle. Only :meth:`AcceleratorDriver.discover` is
-abstract; health and programming have safe defaults so a discovery-only
-driver stays small. Installing or uninstalling a driver on a host changes
-nothing on its devices (see :mod:`cyborg_nova.lifecycle`), so the
-contract has no setup or teardown step.
+abstract; every other hook has a safe default so a discovery-only driver
+stays small. The library asks these hooks whatever a family does
+differently (make a unit for a guest, a device setting, what a reboot
+lost), and never branches on a driver's name. Installing or uninstalling
+a driver on a host changes nothing on its devices (see
+:mod:`cyborg_nova.lifecycle`), so the contract has no setup or teardown
+step.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import ClassVar, Iterator
+from typing import ClassVar, Iterable, Iterator
 
 from oslo_config import cfg
 
@@ -39,6 +42,10 @@ class DriverError(Exception):
 
 class NotSupported(DriverError):
     """The driver does not implement this operation for its hardware."""
+
+
+class UnitError(DriverError):
+    """A unit cannot be made ready for a guest; the message names it."""
 
 
 class AcceleratorDriver(abc.ABC):
@@ -58,6 +65,9 @@ class AcceleratorDriver(abc.ABC):
     needs_config: ClassVar[bool] = False
     #: One-line description for ``driver-list``.
     description: ClassVar[str] = ''
+    #: Names of the settings its devices take (:meth:`apply_setting`),
+    #: e.g. ``('services',)``; none by default.
+    SETTINGS: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, conf: cfg.ConfigOpts) -> None:
         self.conf = conf
@@ -188,6 +198,135 @@ class AcceleratorDriver(abc.ABC):
         :raises DriverError: programming failed.
         """
         raise NotSupported('%s cannot program devices' % self.name)
+
+    # -- units given to guests ---------------------------------------------
+
+    @classmethod
+    def unit_ops(cls) -> object | None:
+        """The privileged writes of :meth:`prepare_units` and friends.
+
+        An object whose methods go through the family's own privsep
+        module (imported when first called, so that loading the driver
+        loads no privsep daemon); callers may pass a fake in its place.
+
+        :returns: None (the default) when the family makes nothing.
+        """
+        return None
+
+    def prepare_units(self, sysfs_root: str,
+                      accelerator: device_model.Accelerator,
+                      units: Iterable[str], ops: object | None = None
+                      ) -> list[str]:
+        """Make ``units`` of ``accelerator`` usable by a guest; those made.
+
+        Called each time a guest is given units (spawn, a move's
+        destination, a hard reboot after the host lost them), so units
+        that are ready already are left alone. The default makes nothing:
+        a PCI function is given to the guest as it is.
+
+        :param ops: the writes to use (:meth:`unit_ops` when None).
+        :raises UnitError: a unit could not be made (the message names
+            it); units made before it stay, freed with the allocation.
+        """
+        return []
+
+    def clear_unit(self, sysfs_root: str, unit: str,
+                   ops: object | None = None) -> bool:
+        """Undo what :meth:`prepare_units` made of a freed ``unit``.
+
+        Asked of every driver that makes units, for units of any family:
+        one that is not this family's, or needs nothing, is left alone.
+
+        :param ops: the writes to use (:meth:`unit_ops` when None).
+        :returns: whether anything was undone.
+        :raises DriverError: the unit could not be undone (the caller
+            logs it and goes on; the next guest gets it as it is).
+        """
+        return False
+
+    def migratable(self, accelerator: device_model.Accelerator,
+                   unit: str) -> bool:
+        """Whether a guest can keep ``unit`` through a live migration.
+
+        No by default: a device's state cannot be moved between hosts
+        unless its family says how.
+        """
+        return False
+
+    def scrub(self, sysfs_root: str, accelerator: device_model.Accelerator,
+              unit: str, ops: object | None = None) -> None:
+        """Wipe what a guest left in ``unit`` before another gets it.
+
+        :raises NotSupported: the family cannot scrub (the default).
+        :raises DriverError: scrubbing failed.
+        """
+        raise NotSupported('%s cannot scrub units' % self.name)
+
+    # -- device settings ---------------------------------------------------
+
+    def has_setting(self, accelerator: device_model.Accelerator,
+                    setting: str) -> bool:
+        """Whether ``accelerator`` takes ``setting`` at all, if not now.
+
+        False for every setting by default.
+        """
+        return False
+
+    def read_setting(self, accelerator: device_model.Accelerator,
+                     setting: str) -> str | None:
+        """The value of ``setting`` discovery found; None if it has none."""
+        return None
+
+    def check_setting(self, sysfs_root: str,
+                      accelerator: device_model.Accelerator, setting: str,
+                      value: str) -> str:
+        """``value`` as :meth:`apply_setting` will write it, if taken now.
+
+        Reads only; the caller refuses the change, changing nothing, when
+        this raises.
+
+        :raises NotSupported: ``accelerator`` has no such setting (the
+            default).
+        :raises DriverError: it does not take ``value``, or not now (e.g.
+            while it is up); the message says why and what to do.
+        """
+        raise NotSupported('%s devices have no setting %r'
+                           % (self.name, setting))
+
+    def apply_setting(self, address: str, setting: str, value: str,
+                      ops: object | None = None) -> str:
+        """Write ``setting`` of the device at ``address`` (privileged).
+
+        :param value: as :meth:`check_setting` returned it.
+        :param ops: the writes to use (the family's privsep module when
+            None).
+        :returns: the value written, as the kernel keeps it.
+        :raises NotSupported: no such setting (the default).
+        :raises ValueError: the privileged helper refused the arguments;
+            nothing was written.
+        :raises Exception: the helper's other errors (e.g.
+            ``privsep.NotPossible``: not now); nothing was written.
+        """
+        raise NotSupported('%s devices have no setting %r'
+                           % (self.name, setting))
+
+    # -- after a host reboot -------------------------------------------------
+
+    def restore(self, sysfs_root: str, address: str,
+                ops: object | None = None) -> list[str]:
+        """Redo what the host lost at a reboot on the device at ``address``.
+
+        Called at nova-compute's start for each device of this driver the
+        host's store knows, after its VF count was written back, before
+        guests resume. The default has nothing to redo: the kernel keeps
+        the rest, or (vGPUs) a unit is made again when a guest is given
+        it.
+
+        :returns: why the device could not be restored (empty: it was,
+            or needed nothing); the caller fences it with the reasons.
+        :raises DriverError: the device cannot be read at all.
+        """
+        return []
 
 
 def _id(value: int | None) -> str | None:

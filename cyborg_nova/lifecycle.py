@@ -18,22 +18,19 @@ recorded in the host's state store (nova.conf is never edited) and
 overrides ``[cyborg_nova] enabled_drivers``; nova-compute and the agent
 pick it up at their next discovery. Installing and uninstalling change
 the devices' states, not the devices: the changes made to a device, its
-VF count and a QAT device's services, are :func:`update_vfs` and
-:func:`update_services` (``driver-update``).
+VF count and the settings its driver offers (a QAT device's services),
+are :func:`update_vfs` and :func:`update_setting` (``driver-update``).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 
 from oslo_config import cfg
 
 from cyborg_drivers import base
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
-from cyborg_drivers.qat import driver as intel_qat
-from cyborg_drivers import sysfs
 from cyborg_nova import providers
 from cyborg_nova import store as state_store
 
@@ -229,112 +226,93 @@ def update_vfs(conf: cfg.ConfigOpts, store: state_store.StateStore,
     return done
 
 
-def update_services(conf: cfg.ConfigOpts, store: state_store.StateStore,
-                    nodename: str, name: str, services: str,
-                    allocations_for, set_services,
-                    address: str | None = None) -> list[str]:
-    """Configure the QAT devices of driver ``name`` for ``services``.
+def update_setting(conf: cfg.ConfigOpts, store: state_store.StateStore,
+                   nodename: str, name: str, setting: str, value: str,
+                   allocations_for, write,
+                   address: str | None = None) -> list[str]:
+    """Change ``setting`` of driver ``name``'s devices to ``value``.
 
-    The kernel takes new services only while a QAT device is down, which
-    also removes its VFs; refused, changing nothing, while any target is
-    up, allocated in Placement, or does not take those services. Each
-    device is held while its services change and gets its state back
-    afterwards; the device comes up with them when it is brought up (its
-    ``qat/state``, or ``update_vfs``, whose VFs start it).
+    The driver says which of its devices take the setting and whether
+    each takes ``value`` now (:meth:`~cyborg_drivers.base.
+    AcceleratorDriver.check_setting`; e.g. the kernel takes a QAT
+    device's services only while it is down, which also removes its
+    VFs). Refused, changing nothing, while any target does not take it
+    or is allocated in Placement. Each device is held while it changes
+    and gets its state back afterwards.
 
-    :param set_services: ``(address, services) -> written``, the
-        privileged write.
-    :raises LifecycleError: not a QAT driver, no such device, a device
-        that is up or in use, services it does not take, or the write
-        failed.
+    :param write: ``(address, value) -> written``, the privileged write
+        (:func:`apply_setting` through the privsep daemon).
+    :raises LifecycleError: a driver without that setting (the message
+        names the drivers with it), no such device, a device that does
+        not take the value now or is in use, or the write failed.
     """
-    if name != 'intel_qat':
-        raise LifecycleError('--qat-services applies to the intel_qat '
-                             'driver only, not %s' % name)
     try:
-        _, found = discover_with(conf, name)
+        driver, found = discover_with(conf, name)
     except base.DriverError as exc:
         raise LifecycleError(str(exc))
+    if setting not in driver.SETTINGS:
+        raise LifecycleError(_no_such_setting(name, setting))
     if address is None:
-        # Every device whose services can be set (not the C62x and
-        # other generations without qat/cfg_services).
-        targets = [a for a in found if _qat_product(a).services]
+        targets = [a for a in found if driver.has_setting(a, setting)]
     else:
         targets = [a for a in found if a.address == address]
     if not targets:
         raise LifecycleError('driver %s has no %s here'
                              % (name, 'device at %s' % address if address
-                                else 'device with configurable services'))
+                                else 'device with a %s setting' % setting))
     root = conf.cyborg_nova.sysfs_root
     wanted = {}
     for accelerator in targets:
-        wanted[accelerator.address] = _qat_services_checked(
-            root, accelerator, services)
+        try:
+            wanted[accelerator.address] = driver.check_setting(
+                root, accelerator, setting, value)
+        except base.DriverError as exc:
+            raise LifecycleError(str(exc))
         _refuse_in_use(nodename, accelerator, allocations_for,
-                       'its services cannot change under them')
+                       'its %s cannot change under them' % setting)
     # The privsep daemon's errors; imported here, as the CLI's other
     # commands need none of privsep.
     import privsep
     rows = store.sync(nodename, targets, initial_state(conf))
     done = []
     for accelerator in targets:
-        before = dict(accelerator.capabilities).get('services', '').lower()
+        before = driver.read_setting(accelerator, setting)
         row = rows[accelerator.address]
         written = _while_held(
             store, nodename, accelerator.address, row,
-            'changing the QAT services', 'setting services %s' % services,
-            lambda: set_services(accelerator.address,
-                                 wanted[accelerator.address]),
+            'changing the %s' % setting,
+            'setting %s %s' % (setting, value),
+            lambda: write(accelerator.address, wanted[accelerator.address]),
             (ValueError, privsep.NotPossible))
         store.set_state(nodename, accelerator.address, row.state,
                         row.reason)
-        done.append('%s: services %s -> %s; bring it up to use them'
-                    % (accelerator.address, before or 'none', written))
-    LOG.info('Driver %s on %s: QAT services changed: %s', name, nodename,
+        done.append('%s: %s %s -> %s; bring it up to use them'
+                    % (accelerator.address, setting, before or 'none',
+                       written))
+    LOG.info('Driver %s on %s: %s changed: %s', name, nodename, setting,
              '; '.join(done))
     return done
 
 
-def _qat_services_checked(root: str, accelerator, services: str) -> str:
-    """``services`` as the kernel will write them, if the device takes them.
+def apply_setting(conf: cfg.ConfigOpts, name: str, setting: str,
+                  address: str, value: str) -> str:
+    """Driver ``name``'s own privileged write of ``setting``; written.
 
-    :raises LifecycleError: it does not take them, or not now (it is up);
-        the message says why and what to do.
+    The ``write`` of :func:`update_setting` outside tests.
+
+    :raises base.DriverError: no such driver or setting.
     """
-    address = accelerator.address
-    product = _qat_product(accelerator)
-    try:
-        value = intel_qat.parse_services(product, services)
-    except ValueError as exc:
-        raise LifecycleError('%s: %s; nothing was changed' % (address, exc))
-    state = sysfs.PciSnapshot(root, only=[address]).attr(
-        address, 'qat', 'state')
-    if state is None:
-        raise LifecycleError(
-            '%s has no qat/state: its kernel driver %s is not bound, or the '
-            'kernel is older than 6.0; nothing was changed'
-            % (address, product.pf_driver))
-    if state != 'down':
-        state_file = os.path.join(root, 'bus', 'pci', 'devices', address,
-                                  'qat', 'state')
-        raise LifecycleError(
-            'QAT device %s is %s: the kernel changes its services only '
-            'while it is down; nothing was changed. Stop it first (this '
-            'removes its VFs, so no instance may be using it):\n'
-            '    echo down > %s\n'
-            'then run this command again, and bring it up with its VFs:\n'
-            '    cyborg-nova driver-update intel_qat --num-vfs %d '
-            '--device %s\n'
-            '(or "echo up > %s" to bring it up without VFs)'
-            % (address, state, state_file,
-               accelerator.sriov.total_vfs if accelerator.sriov else 0,
-               address, state_file))
-    return value
+    (driver,) = loader.load(conf, [name])
+    return driver.apply_setting(address, setting, value)
 
 
-def _qat_product(accelerator) -> intel_qat.Product:
-    """The QAT product an intel_qat accelerator is."""
-    return intel_qat.PRODUCTS[int(accelerator.product_id, 16)]
+def _no_such_setting(name: str, setting: str) -> str:
+    """Why driver ``name`` cannot change ``setting``: which drivers can."""
+    having = sorted(n for n, cls in loader.installed().items()
+                    if setting in cls.SETTINGS)
+    return ('the %s setting applies to the %s driver%s only, not %s'
+            % (setting, ', '.join(having) or 'no installed',
+               's' if len(having) > 1 else '', name))
 
 
 def _while_held(store, nodename: str, address: str, row, reason: str,

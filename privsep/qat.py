@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import os
 
-from cyborg_drivers.qat import driver as intel_qat
+from cyborg_drivers.qat import products as qat_products
 import privsep
 from privsep import _common
 
 
-def _product(dev_dir: str, address: str) -> intel_qat.Product:
+def _product(dev_dir: str, address: str) -> qat_products.Product:
     """The QAT product at ``dev_dir``, if it has configurable services.
 
     :raises InvalidArgument: not a QAT PF, or one whose kernel has no
@@ -43,8 +43,8 @@ def _product(dev_dir: str, address: str) -> intel_qat.Product:
         except ValueError:
             ids.append(None)
     vendor, device = ids
-    product = (intel_qat.PRODUCTS.get(device)
-               if vendor == intel_qat.VENDOR_INTEL else None)
+    product = (qat_products.PRODUCTS.get(device)
+               if vendor == qat_products.VENDOR_INTEL else None)
     if product is None:
         raise privsep.InvalidArgument(
             '%s is not a QAT physical function (vendor %s, device %s)'
@@ -83,7 +83,7 @@ def _set_services(sysfs_root: str, address: str, services: str) -> str:
     product = _product(dev, address)
     _common.reject_path_like('services', services)
     try:
-        value = intel_qat.parse_services(product, services)
+        value = qat_products.parse_services(product, services)
     except ValueError as exc:
         raise privsep.InvalidArgument(str(exc))
     cfg_services = _common.require_attr(

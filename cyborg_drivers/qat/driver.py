@@ -10,62 +10,24 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Intel QuickAssist (QAT) crypto and compression accelerators."""
+"""Intel QuickAssist (QAT) crypto and compression accelerators.
+
+Discovery, health, and the one setting of QAT devices, their services
+(``qat/cfg_services``); the product table is :mod:`.products`.
+"""
 
 from __future__ import annotations
 
-import dataclasses
+import os
 
 from cyborg_drivers import base
 from cyborg_drivers import device as device_model
 from cyborg_drivers import names
+from cyborg_drivers.qat import products
 from cyborg_drivers import sysfs
 
-VENDOR_INTEL = 0x8086
-
-# What qat/cfg_services accepts, in the order the kernel writes them back
-# (its enum adf_services, qat_common/adf_cfg_services.h).
-SERVICES = ('asym', 'sym', 'dc', 'decomp', 'dcc')
-_GEN4_SERVICES = ('asym', 'sym', 'dc', 'dcc')
-# dcc (compression chaining) is the one service the kernel never combines.
-_ALONE = 'dcc'
-
-
-@dataclasses.dataclass(frozen=True)
-class Product:
-    """One QAT PF the upstream kernel binds, as its driver knows it.
-
-    ``services`` is what the kernel accepts in ``qat/cfg_services`` of
-    this product, empty when it has no ``qat/`` at all (only the
-    ``4xxx``, ``420xx`` and ``6xxx`` drivers create it);
-    ``max_services`` how many of them it combines.
-    """
-
-    name: str
-    pf_driver: str
-    vf_device: int
-    # The upstream kernel's VF driver; None where it has none (GEN4 and
-    # GEN6 VFs are only ever given to guests, through vfio-pci).
-    vf_driver: str | None
-    services: tuple[str, ...] = ()
-    max_services: int = 0
-
-
-# PF device id -> product: every id of the pci_device_id tables of
-# drivers/crypto/intel/qat/qat_*/adf_drv.c, with the VF id and the driver
-# name of adf_accel_devices.h / include/linux/pci_ids.h.
-PRODUCTS = {
-    0x0435: Product('DH895XCC', 'dh895xcc', 0x0443, 'dh895xccvf'),
-    0x37c8: Product('C62X', 'c6xx', 0x37c9, 'c6xxvf'),
-    0x19e2: Product('C3XXX', 'c3xxx', 0x19e3, 'c3xxxvf'),
-    0x4940: Product('4XXX', '4xxx', 0x4941, None, _GEN4_SERVICES, 2),
-    0x4942: Product('401XX', '4xxx', 0x4943, None, _GEN4_SERVICES, 2),
-    0x4944: Product('402XX', '4xxx', 0x4945, None, _GEN4_SERVICES, 2),
-    0x4946: Product('420XX', '420xx', 0x4947, None, _GEN4_SERVICES, 2),
-    0x4948: Product('6XXX', '6xxx', 0x4949, None, SERVICES, 3),
-}
-#: VF device id -> the PF device id whose VFs carry it.
-VF_PRODUCTS = {p.vf_device: pf for pf, p in PRODUCTS.items()}
+#: The setting ``driver-update --qat-services`` changes.
+SERVICES_SETTING = 'services'
 
 
 class IntelQatDriver(base.AcceleratorDriver):
@@ -81,6 +43,7 @@ class IntelQatDriver(base.AcceleratorDriver):
 
     name = 'intel_qat'
     description = 'Intel QAT (C62x, 4xxx, 420xx, 6xxx...): PF, VFs as units'
+    SETTINGS = (SERVICES_SETTING,)
 
     def claims(self, function: sysfs.PciFunction) -> bool:
         return _is_qat(function)
@@ -89,7 +52,7 @@ class IntelQatDriver(base.AcceleratorDriver):
                  ) -> list[device_model.Accelerator]:
         found = []
         for function in self.physical_functions(snapshot):
-            if function.device in PRODUCTS:
+            if function.device in products.PRODUCTS:
                 found.append(self._pf(snapshot, function))
             else:
                 # A VF id with no physfn link: a VF this host got from a
@@ -108,7 +71,8 @@ class IntelQatDriver(base.AcceleratorDriver):
         services = _services(snapshot, address)
         traits = [names.TRAIT_QAT]
         traits += [names.custom('QAT', s) for s in services]
-        capabilities = [('generation', PRODUCTS[function.device].name)]
+        capabilities = [('generation',
+                         products.PRODUCTS[function.device].name)]
         if services:
             capabilities.append(('services', ';'.join(services)))
         return self.accelerator(
@@ -136,56 +100,99 @@ class IntelQatDriver(base.AcceleratorDriver):
                     % (accelerator.address, state)]
         return []
 
+    def has_setting(self, accelerator: device_model.Accelerator,
+                    setting: str) -> bool:
+        """Services, on the generations whose kernel offers them.
+
+        Not the C62x and the others without ``qat/cfg_services``.
+        """
+        return (setting == SERVICES_SETTING
+                and bool(product_of(accelerator).services))
+
+    def read_setting(self, accelerator: device_model.Accelerator,
+                     setting: str) -> str | None:
+        if setting != SERVICES_SETTING:
+            return None
+        value = dict(accelerator.capabilities).get('services')
+        return value.lower() if value else None
+
+    def check_setting(self, sysfs_root: str,
+                      accelerator: device_model.Accelerator, setting: str,
+                      value: str) -> str:
+        """The services as the kernel will write them, if taken now.
+
+        :raises NotSupported: a setting other than services.
+        :raises DriverError: the device does not take these services, or
+            is not down (the kernel takes them only then); the message
+            says how to bring it down and up again.
+        """
+        if setting != SERVICES_SETTING:
+            return super().check_setting(sysfs_root, accelerator, setting,
+                                         value)
+        address = accelerator.address
+        product = product_of(accelerator)
+        try:
+            written = products.parse_services(product, value)
+        except ValueError as exc:
+            raise base.DriverError('%s: %s; nothing was changed'
+                                   % (address, exc))
+        state = sysfs.PciSnapshot(sysfs_root, only=[address]).attr(
+            address, 'qat', 'state')
+        if state is None:
+            raise base.DriverError(
+                '%s has no qat/state: its kernel driver %s is not bound, or '
+                'the kernel is older than 6.0; nothing was changed'
+                % (address, product.pf_driver))
+        if state != 'down':
+            state_file = os.path.join(sysfs_root, 'bus', 'pci', 'devices',
+                                      address, 'qat', 'state')
+            raise base.DriverError(
+                'QAT device %s is %s: the kernel changes its services only '
+                'while it is down; nothing was changed. Stop it first (this '
+                'removes its VFs, so no instance may be using it):\n'
+                '    echo down > %s\n'
+                'then run this command again, and bring it up with its '
+                'VFs:\n'
+                '    cyborg-nova driver-update %s --num-vfs %d '
+                '--device %s\n'
+                '(or "echo up > %s" to bring it up without VFs)'
+                % (address, state, state_file, self.name,
+                   accelerator.sriov.total_vfs if accelerator.sriov else 0,
+                   address, state_file))
+        return written
+
+    def apply_setting(self, address: str, setting: str, value: str,
+                      ops: object | None = None) -> str:
+        """Write the services through :func:`privsep.qat.set_services`.
+
+        :param ops: an object with ``set_services(address, services)``;
+            :mod:`privsep.qat` itself when None.
+        :raises NotSupported: a setting other than services.
+        :raises privsep.InvalidArgument: (a ValueError) refused.
+        :raises privsep.NotPossible: the device is not down.
+        """
+        if setting != SERVICES_SETTING:
+            return super().apply_setting(address, setting, value, ops)
+        if ops is None:
+            import privsep.qat as ops
+        return ops.set_services(address, value)
+
+
+def product_of(accelerator: device_model.Accelerator
+               ) -> products.Product:
+    """The QAT product an accelerator of this driver is."""
+    return products.PRODUCTS[int(accelerator.product_id, 16)]
+
 
 def _is_qat(function: sysfs.PciFunction) -> bool:
     # VFs are claimed too, so one whose PF is not claimed is reported
     # rather than left for another driver; physical_functions() never
     # makes a VF an accelerator of its own.
-    return function.vendor == VENDOR_INTEL and (
-        function.device in PRODUCTS or function.device in VF_PRODUCTS)
+    return function.vendor == products.VENDOR_INTEL and (
+        function.device in products.PRODUCTS
+        or function.device in products.VF_PRODUCTS)
 
 
 def _services(snapshot: sysfs.PciSnapshot, address: str) -> list[str]:
     text = snapshot.attr(address, 'qat', 'cfg_services') or ''
     return sorted({s.strip().upper() for s in text.split(';') if s.strip()})
-
-
-def parse_services(product: Product, text: object) -> str:
-    """``text`` as the kernel writes it back, if ``product`` accepts it.
-
-    The rules of the kernel's ``cfg_services`` store: ``;``-separated
-    service names, each at most once; 4xxx, 401xx, 402xx and 420xx accept
-    ``asym``, ``sym``, ``dc`` and ``dcc``, up to two of them; 6xxx also
-    ``decomp``, up to three; ``dcc`` only alone. The order does not
-    matter (``sym;asym`` is ``asym;sym``): the result is in the kernel's
-    order.
-
-    :raises ValueError: ``text`` is not a string the kernel accepts for
-        this product; the message says what it does accept.
-    """
-    if not product.services:
-        raise ValueError(
-            'a %s has no configurable services: the kernel offers '
-            'qat/cfg_services only on 4xxx, 401xx, 402xx, 420xx and 6xxx '
-            'devices' % product.name)
-    allowed = ('%s (one of %s; up to %d combined, %s only alone)'
-               % (product.name, ', '.join(product.services),
-                  product.max_services, _ALONE))
-    if not isinstance(text, str) or not text:
-        raise ValueError('services %r are not services a %s accepts'
-                         % (text, allowed))
-    tokens = text.split(';')
-    unknown = [t for t in tokens if t not in product.services]
-    if unknown:
-        raise ValueError('services %r: %s not accepted by a %s'
-                         % (text, ', '.join(repr(t) for t in unknown),
-                            allowed))
-    if len(set(tokens)) != len(tokens):
-        raise ValueError('services %r name a service twice' % text)
-    if len(tokens) > product.max_services:
-        raise ValueError('services %r: a %s combines at most %d services'
-                         % (text, product.name, product.max_services))
-    if _ALONE in tokens and len(tokens) > 1:
-        raise ValueError('services %r: %s cannot be combined with another '
-                         'service' % (text, _ALONE))
-    return ';'.join(s for s in SERVICES if s in tokens)

@@ -134,10 +134,14 @@ class DriverUpdate(hostargs.HostCommand, command.Command):
 
     def _services(self, conf, parsed_args):
         def set_services(address, services):
-            from privsep import qat
-            return qat.set_services(address, services)
-        self._update(conf, parsed_args, lifecycle.update_services,
-                     parsed_args.qat_services, set_services)
+            return lifecycle.apply_setting(conf, parsed_args.driver,
+                                           'services', address, services)
+
+        def update(conf, store, nodename, name, value, *args):
+            return lifecycle.update_setting(conf, store, nodename, name,
+                                            'services', value, *args)
+        self._update(conf, parsed_args, update, parsed_args.qat_services,
+                     set_services)
 
     def _update(self, conf, parsed_args, update, value, privileged_write):
         """Run ``update`` with ``privileged_write`` as its write.

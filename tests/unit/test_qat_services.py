@@ -10,7 +10,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""lifecycle.update_services: ``driver-update --qat-services``'s work."""
+"""lifecycle.update_setting of QAT services: ``--qat-services``'s work."""
 
 import os
 
@@ -51,8 +51,8 @@ class Host:
 
     def update(self, services, address=None, name='intel_qat',
                set_services=None):
-        return lifecycle.update_services(
-            self.conf, self.store, NODE, name, services,
+        return lifecycle.update_setting(
+            self.conf, self.store, NODE, name, 'services', services,
             self.allocations_for, set_services or self.set_services,
             address)
 

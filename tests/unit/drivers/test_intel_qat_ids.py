@@ -26,7 +26,8 @@ import pytest
 
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
-from cyborg_drivers.qat import driver as intel_qat
+from cyborg_drivers.qat import driver as qat_driver
+from cyborg_drivers.qat import products as intel_qat
 from cyborg_drivers import sysfs
 
 # PF id, product, PF driver, VF id, upstream VF driver, VF offset (the
@@ -113,7 +114,7 @@ def test_each_kernel_product_is_discovered(host_tree, pf, name, driver, vf,
                          KERNEL_QAT)
 def test_pf_and_vf_ids_claimed_and_nothing_else(pf, name, driver, vf,
                                                 vf_driver, offset, has_qat):
-    qat = intel_qat.IntelQatDriver(cfg.ConfigOpts())
+    qat = qat_driver.IntelQatDriver(cfg.ConfigOpts())
     assert qat.claims(function(0x8086, pf))
     assert qat.claims(function(0x8086, vf))
     # The same ids of another vendor.
@@ -126,7 +127,7 @@ def test_pf_and_vf_ids_claimed_and_nothing_else(pf, name, driver, vf,
     0x0434, 0x0436, 0x0442, 0x0444, 0x37c7, 0x37ca, 0x19e1, 0x19e4, 0x493f,
     0x494a, 0x1592])
 def test_other_intel_ids_not_claimed(device):
-    qat = intel_qat.IntelQatDriver(cfg.ConfigOpts())
+    qat = qat_driver.IntelQatDriver(cfg.ConfigOpts())
     assert not qat.claims(function(0x8086, device))
 
 

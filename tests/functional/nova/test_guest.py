@@ -17,8 +17,10 @@ captured and its <hostdev> elements compared with what Placement
 allocated.
 """
 
+import builtins
 import os
 
+import fixtures
 from nova import context as nova_context
 from nova import objects
 
@@ -75,6 +77,77 @@ class TestGuestDevices(base.LibvirtAcceleratorTestCase):
         self.assertEqual(['0000:70:00.1', '0000:70:00.2'],
                          hostdevs(self.xmls[-1]))
         self.assertNotEqual(other['id'], third['id'])
+
+    def count_sysfs_reads(self, host, method, before=None):
+        """Reads under ``host``'s sysfs while its driver's ``method`` runs.
+
+        A list of (call, path) that grows as they happen; ``before`` is
+        called as the method starts.
+        """
+        root = self.trees[host]
+        driver = self.computes[host].driver
+        reads, active = [], []
+
+        def counting(name, real):
+            def wrapper(path, *args, **kwargs):
+                if active and isinstance(path, (str, os.PathLike)) and (
+                        os.fspath(path).startswith(root)):
+                    reads.append((name, os.fspath(path)))
+                return real(path, *args, **kwargs)
+            return wrapper
+        for module, name in ((builtins, 'open'), (os, 'listdir'),
+                             (os, 'scandir'), (os, 'readlink'),
+                             (os, 'stat'), (os, 'lstat')):
+            self.useFixture(fixtures.MonkeyPatch(
+                '%s.%s' % (module.__name__, name),
+                counting(name, getattr(module, name))))
+        real = getattr(driver, method)
+
+        def watched(*args, **kwargs):
+            if before is not None:
+                before()
+            active.append(True)
+            try:
+                return real(*args, **kwargs)
+            finally:
+                active.pop()
+        setattr(driver, method, watched)
+        self.addCleanup(delattr, driver, method)
+        return reads
+
+    def test_spawn_reads_no_sysfs(self):
+        # The update cycle recorded the devices; spawn finds the VFs
+        # behind the provider, and builds their hostdevs, from the store
+        # alone.
+        self.start_accelerator_compute('crypto1', 'crypto-nic-host')
+        unrecord = []
+        store = state_store.StateStore(
+            os.path.join(self.workdir, 'crypto1', 'state.sqlite'))
+
+        def forget_records():
+            if unrecord:
+                # As a store written before records were kept.
+                store.set_reported('crypto1', {
+                    a: None for a in store.devices('crypto1')})
+        reads = self.count_sysfs_reads('crypto1', 'spawn', forget_records)
+        flavor = self.flavor({'resources:CUSTOM_QAT': '2',
+                              'trait:CUSTOM_QAT_DC': 'required'})
+        server = self._create_server(flavor_id=flavor, networks='none')
+        self.assertEqual('ACTIVE', server['status'])
+        self.assertEqual(['0000:70:00.1', '0000:70:00.2'],
+                         hostdevs(self.xmls[-1]))
+        self.assertEqual(2, self.xmls[-1].count('managed="yes"'))
+        self.assertEqual([], reads)
+
+        # Without a record spawn still works: it discovers the host, and
+        # says so.
+        unrecord.append(True)
+        self._create_server(flavor_id=flavor, networks='none')
+        self.assertEqual(['0000:70:00.3', '0000:70:00.4'],
+                         hostdevs(self.xmls[-1]))
+        self.assertNotEqual([], reads)
+        self.assertIn('no record of accelerator(s)',
+                      self.stdlog.logger.output)
 
     def test_whole_fpga(self):
         self.start_accelerator_compute('fpga1', 'fpga-host')

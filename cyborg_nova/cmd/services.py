@@ -23,21 +23,20 @@ conductor-lite knows, with their drivers.
 from __future__ import annotations
 
 import datetime
-import json
 
 from cliff import lister
-import requests
 
 from cyborg_drivers import sysfs
 from cyborg_nova.cmd import columns
 from cyborg_nova.cmd import hostargs
 from cyborg_nova.conf import agent as agent_conf
 from cyborg_nova import lifecycle
+from cyborg_nova import service_client
 from cyborg_nova import services
 
-#: (connect, read) seconds for the conductor's answer; it asks each
-#: agent within its own agent_timeout.
-TIMEOUT = (5.0, 60.0)
+#: Seconds for the conductor's answer; it asks each agent within its own
+#: agent_timeout.
+TIMEOUT = 60.0
 
 
 def _when(epoch: float) -> str:
@@ -74,21 +73,15 @@ def conductor_call(app, parsed_args, method: str, path: str) -> dict:
     if not url:
         raise ConductorError('no conductor: pass --conductor-url or set '
                              '[cyborg_agent] conductor_url')
-    headers = {'Accept': 'application/json'}
-    if token:
-        headers['X-Auth-Token'] = token
-    target = url.rstrip('/') + path
+    # An operator's command: proxies from the environment are honoured.
+    client = service_client.Client(url, 'conductor-lite', token=token,
+                                   timeout=TIMEOUT, trust_env=True)
     try:
-        resp = requests.request(method, target, headers=headers,
-                                timeout=TIMEOUT)
-        answer = resp.json()
-    except (requests.RequestException, ValueError) as exc:
-        raise ConductorError('%s %s failed: %s' % (method, target, exc))
-    if resp.status_code != 200:
-        raise ConductorError('%s %s answered %s: %s' % (
-            method, target, resp.status_code,
-            answer.get('error', {}).get('message', json.dumps(answer))))
-    return answer
+        return client.request(method, path)[1]
+    except service_client.ServiceError as exc:
+        raise ConductorError(str(exc)) from exc
+    finally:
+        client.close()
 
 
 class AgentList(hostargs.HostCommand, lister.Lister):

@@ -32,8 +32,6 @@ import logging
 import re
 import threading
 from typing import Any
-import urllib.error
-import urllib.request
 import uuid as uuid_lib
 
 from oslo_config import cfg
@@ -48,6 +46,7 @@ from cyborg_nova.conductor import hardware
 from cyborg_nova.conductor import registry as registry_mod
 from cyborg_nova.conductor import schemas
 from cyborg_nova import policies
+from cyborg_nova import service_client
 from cyborg_nova import version
 
 LOG = logging.getLogger(__name__)
@@ -140,25 +139,12 @@ def call_agent(collector: hardware.Collector, agent: db.Agent,
     :raises hardware.AgentError: no answer within the collector's
         timeout, or not JSON.
     """
-    url = agent.endpoint.rstrip('/') + path
-    headers = {'Accept': 'application/json'}
-    if collector.token:
-        headers['X-Auth-Token'] = collector.token
-    data = None
-    if body is not None:
-        data = json.dumps(body).encode()
-        headers['Content-Type'] = 'application/json'
-    request = urllib.request.Request(url, data=data, method=method,
-                                     headers=headers)
     try:
-        with collector._opener.open(request,
-                                    timeout=collector.timeout) as resp:
-            return resp.status, json.loads(resp.read(1 << 20))
-    except urllib.error.HTTPError as exc:
-        return exc.code, {'error': {'message': hardware._error_message(
-            exc)}}
-    except (OSError, ValueError) as exc:
-        raise hardware.AgentError('%s %s failed: %s' % (method, url, exc))
+        return collector.client(agent).request(method, path, body)
+    except service_client.ServiceError as exc:
+        if exc.status is None:
+            raise hardware.AgentError(str(exc)) from exc
+        return exc.status, {'error': {'message': exc.detail}}
 
 
 class FanOut:

@@ -25,14 +25,9 @@ matched to Placement is listed in ``errors`` and the rest is returned.
 from __future__ import annotations
 
 import concurrent.futures
-import http.client
-import json
 import logging
-import ssl
-import time
+import threading
 from typing import Any
-import urllib.error
-import urllib.request
 import uuid as uuid_lib
 
 import jsonschema
@@ -40,6 +35,7 @@ from keystoneauth1 import adapter as ks_adapter
 
 from cyborg_nova.conductor import db
 from cyborg_nova import placement as placement_client
+from cyborg_nova import service_client
 
 LOG = logging.getLogger(__name__)
 
@@ -97,6 +93,8 @@ class Collector:
     :param placement: a Placement adapter, or None when Placement is
         not configured.
     :param placement_problem: why ``placement`` is None, for the errors.
+    :raises OSError: ``ca_file`` cannot be read.
+    :raises ssl.SSLError: ``ca_file`` holds no certificate.
     """
 
     def __init__(self, token: str | None, timeout: float,
@@ -107,11 +105,26 @@ class Collector:
                  ) -> None:
         self.token = token
         self.timeout = timeout
+        self.ca_file = ca_file
         self.placement = placement
         self.placement_problem = placement_problem
-        context = ssl.create_default_context(cafile=ca_file)
-        self._opener = urllib.request.build_opener(
-            urllib.request.HTTPSHandler(context=context), _NoRedirect())
+        # An unreadable CA file stops the conductor at its start, not at
+        # its first call to an agent.
+        service_client.check_ca_file(ca_file)
+        self._clients: dict[tuple[str, str], service_client.Client] = {}
+        self._lock = threading.Lock()
+
+    def client(self, agent: db.Agent) -> service_client.Client:
+        """The client of ``agent``'s API, kept for its next calls."""
+        key = (agent.host, agent.endpoint)
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                client = self._clients[key] = service_client.Client(
+                    agent.endpoint, 'agent %s' % agent.host,
+                    token=self.token, timeout=self.timeout,
+                    ca_file=self.ca_file)
+            return client
 
     # -- one agent ---------------------------------------------------------
 
@@ -121,55 +134,17 @@ class Collector:
         :raises AgentError: no answer in time, an error status, or an
             answer that is not ``{"hardware": [...]}``.
         """
-        url = agent.endpoint.rstrip('/') + '/hardware'
-        headers = {'Accept': 'application/json'}
-        if self.token:
-            headers['X-Auth-Token'] = self.token
-        request = urllib.request.Request(url, headers=headers)
-        deadline = time.monotonic() + self.timeout
+        client = self.client(agent)
         try:
-            with self._opener.open(request, timeout=self.timeout) as resp:
-                raw = self._read(resp, deadline)
-        except urllib.error.HTTPError as exc:
-            raise AgentError('GET %s answered %s: %s' % (
-                url, exc.code, _error_message(exc)))
-        except urllib.error.URLError as exc:
-            reason = exc.reason
-            if isinstance(reason, TimeoutError):
-                reason = 'no answer within %g s' % self.timeout
-            raise AgentError('GET %s failed: %s' % (url, reason))
-        except TimeoutError:
-            raise AgentError('GET %s failed: no answer within %g s'
-                             % (url, self.timeout))
-        except (OSError, ValueError, http.client.HTTPException) as exc:
-            # Connection reset, bad status line, cut-off body...
-            raise AgentError('GET %s failed: %s' % (url, exc))
-        try:
-            body = json.loads(raw.decode('utf-8'))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise AgentError('GET %s did not answer JSON: %s' % (url, exc))
+            body = client.get('/hardware', max_response=MAX_AGENT_RESPONSE)
+        except service_client.ServiceError as exc:
+            raise AgentError(str(exc)) from exc
         try:
             jsonschema.validate(body, _AGENT_RESPONSE_SCHEMA)
         except jsonschema.ValidationError as exc:
             raise AgentError('GET %s answered no hardware list: %s'
-                             % (url, exc.message))
+                             % (client.url('/hardware'), exc.message))
         return body['hardware']
-
-    def _read(self, resp, deadline: float) -> bytes:
-        # The socket timeout bounds each read, not the whole body: an
-        # agent trickling bytes is cut off at the deadline.
-        chunks, size = [], 0
-        while True:
-            if time.monotonic() > deadline:
-                raise TimeoutError()
-            chunk = resp.read1(65536)
-            if not chunk:
-                return b''.join(chunks)
-            size += len(chunk)
-            if size > MAX_AGENT_RESPONSE:
-                raise AgentError('GET %s answered more than %d bytes'
-                                 % (resp.geturl(), MAX_AGENT_RESPONSE))
-            chunks.append(chunk)
 
     def usage(self, provider: str) -> dict | None:
         """The usages of Placement provider ``provider``; None if no such.
@@ -272,28 +247,3 @@ class Collector:
             LOG.warning('Hardware of %s: %s', error['host'],
                         error['message'])
         return {'hardware': hardware, 'errors': errors}
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A redirect is an error: agents' APIs do not redirect.
-
-    Following one would hand the agent token to wherever it points.
-    """
-
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        return None
-
-
-def _error_message(exc: urllib.error.HTTPError) -> str:
-    """The message of a JSON error body (this framework's or another)."""
-    try:
-        raw = exc.read(4096)
-    except OSError:
-        return exc.reason
-    try:
-        body = json.loads(raw.decode('utf-8'))
-        if isinstance(body, dict) and isinstance(body.get('error'), dict):
-            return str(body['error'].get('message', exc.reason))
-    except (UnicodeDecodeError, ValueError):
-        pass
-    return raw.decode('utf-8', 'replace')[:200] or str(exc.reason)

@@ -222,7 +222,9 @@ class AcceleratorDriver(abc.ABC):
         Called each time a guest is given units (spawn, a move's
         destination, a hard reboot after the host lost them), so units
         that are ready already are left alone. The default makes nothing:
-        a PCI function is given to the guest as it is.
+        a PCI function is given to the guest as it is. Reads no option:
+        the library may ask a driver loaded without the host's
+        configuration.
 
         :param ops: the writes to use (:meth:`unit_ops` when None).
         :raises UnitError: a unit could not be made (the message names
@@ -236,6 +238,7 @@ class AcceleratorDriver(abc.ABC):
 
         Asked of every driver that makes units, for units of any family:
         one that is not this family's, or needs nothing, is left alone.
+        Reads no option, as :meth:`prepare_units`.
 
         :param ops: the writes to use (:meth:`unit_ops` when None).
         :returns: whether anything was undone.

@@ -10,144 +10,136 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""A guest's vGPU units made real when given, undone when freed.
+"""A guest's units made real when given, undone when freed.
 
-The unit store says which unit serves which allocation; for vGPUs a unit
-is also something the host must make:
-
-- an mdev unit (its uuid) is a mediated device, created on its parent
-  when a guest is given it (spawn, a move's destination, a hard reboot
-  after the host rebooted and lost it) and removed once freed;
-- a vendor-VFIO unit (a VF's address) holds the GPU's configured vGPU
-  type, written when a guest is given it and cleared (0) once freed.
-
-Only what this module is asked to do is written, through the privileged
-helpers (:mod:`privsep.mdev`, :mod:`privsep.nvidia`); every decision
-about who holds a unit stays with :mod:`cyborg_nova.assignments`.
+The unit store says which unit serves which allocation; some units are
+also something the host must make: a vGPU (a mediated device, or a VF
+given a vGPU type) is made when a guest is given it (spawn, a move's
+destination, a hard reboot after the host rebooted and lost it) and
+undone once freed. How is the family's knowledge: this module finds the
+accelerator's driver and asks its unit hooks
+(:meth:`~cyborg_drivers.base.AcceleratorDriver.prepare_units`,
+:meth:`~cyborg_drivers.base.AcceleratorDriver.clear_unit`); every
+decision about who holds a unit stays with :mod:`cyborg_nova.assignments`.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-from typing import Iterable
+from typing import Iterable, Sequence
 
+from oslo_config import cfg
+
+from cyborg_drivers import base
 from cyborg_drivers import device as device_model
-from cyborg_drivers.nvidia import vgpu
+from cyborg_drivers import loader
 
 LOG = logging.getLogger(__name__)
 
 
 class VgpuError(Exception):
-    """A vGPU unit cannot be made; the message says which and why."""
+    """A unit cannot be made; the message says which and why."""
 
 
 class PrivsepOps:
-    """The privileged writes, through the ``sysfs_admin`` daemon."""
+    """Every family's privileged unit writes, through its privsep module.
 
-    def create_mdev(self, parent: str, type_id: str, mdev: str) -> None:
-        import privsep.mdev
-        privsep.mdev.create(parent, type_id, mdev)
+    One object serves the units of every family on the host: a write is
+    looked up on each installed driver's :meth:`~cyborg_drivers.base.
+    AcceleratorDriver.unit_ops`, in name order. Tests put an object
+    with the same methods (a fake kernel) in its place.
+    """
 
-    def remove_mdev(self, parent: str, mdev: str) -> None:
-        import privsep.mdev
-        privsep.mdev.remove(parent, mdev)
-
-    def set_vgpu_type(self, vf: str, type_id: int) -> None:
-        import privsep.nvidia
-        privsep.nvidia.set_vgpu_type(vf, type_id)
-
-    def clear_vgpu_type(self, vf: str, type_id: int) -> None:
-        import privsep.nvidia
-        privsep.nvidia.clear_vgpu_type(vf, type_id)
-
-
-def framework(accelerator: device_model.Accelerator) -> str | None:
-    """``'mdev'``, ``'vfio'`` or None (not a vGPU accelerator)."""
-    return dict(accelerator.capabilities).get(vgpu.FRAMEWORK)
+    def __getattr__(self, name: str):
+        for cls in loader.installed().values():
+            ops = cls.unit_ops()
+            if ops is not None and hasattr(ops, name):
+                return getattr(ops, name)
+        raise AttributeError('no installed driver has a privileged unit '
+                             'write %r' % name)
 
 
 def prepare(sysfs_root: str, accelerator: device_model.Accelerator,
-            units: Iterable[str], ops) -> list[str]:
+            units: Iterable[str], ops,
+            drivers: Sequence[base.AcceleratorDriver] | None = None
+            ) -> list[str]:
     """Make ``units`` of ``accelerator`` usable by a guest; what was made.
 
     Units that are ready already are left alone, so calling it at every
-    guest build changes nothing.
+    guest build changes nothing; units of a family that makes nothing
+    (a NIC's VF, a whole GPU) need nothing.
 
+    :param drivers: the loaded drivers, of which the one named
+        ``accelerator.driver`` is asked; by default that installed
+        driver, loaded without options (unit work reads none).
     :raises VgpuError: a unit could not be made (the message names it);
         units made before it stay (they are freed with the allocation).
     """
-    kind = framework(accelerator)
-    if kind == vgpu.MDEV:
-        return _prepare_mdevs(sysfs_root, accelerator, units, ops)
-    if kind == vgpu.VFIO:
-        type_id = int(dict(accelerator.capabilities)['vgpu_type'])
-        made = []
-        for vf in units:
-            if vgpu.held_type(sysfs_root, vf) == type_id:
-                continue
-            _call(ops.set_vgpu_type, 'vGPU type %d on VF %s'
-                  % (type_id, vf), vf, type_id)
-            if vgpu.held_type(sysfs_root, vf) != type_id:
-                raise VgpuError('VF %s does not hold vGPU type %d after it '
-                                'was written' % (vf, type_id))
-            made.append(vf)
-        return made
-    return []
+    driver = _driver(accelerator.driver, drivers)
+    if driver is None:
+        return []
+    try:
+        return driver.prepare_units(sysfs_root, accelerator, list(units),
+                                    ops)
+    except base.UnitError as exc:
+        raise VgpuError(str(exc))
 
 
-def _prepare_mdevs(sysfs_root, accelerator, units, ops) -> list[str]:
-    known = {u.uuid: u for u in accelerator.mdev_units}
-    made = []
-    for mdev in units:
-        if vgpu.mdev_parent(sysfs_root, mdev) is not None:
-            continue
-        unit = known.get(mdev)
-        if unit is None:
-            raise VgpuError(
-                'mediated device %s is gone and is not one %s can create '
-                'again' % (mdev, accelerator.address))
-        _call(ops.create_mdev, 'mediated device %s of type %s on %s'
-              % (mdev, unit.type_id, unit.parent),
-              unit.parent, unit.type_id, mdev)
-        if vgpu.mdev_parent(sysfs_root, mdev) is None:
-            raise VgpuError('mediated device %s was written to %s\'s %s '
-                            'create but does not exist'
-                            % (mdev, unit.parent, unit.type_id))
-        made.append(mdev)
-    return made
-
-
-def retire(sysfs_root: str, units: Iterable[str], ops) -> list[str]:
+def retire(sysfs_root: str, units: Iterable[str], ops,
+           drivers: Sequence[base.AcceleratorDriver] | None = None
+           ) -> list[str]:
     """Undo what :func:`prepare` made of freed ``units``; what was undone.
 
-    Mediated devices are removed and vendor-VFIO VFs cleared; any other
-    unit (a VF of a NIC, a whole GPU) needs nothing. Never raises: a unit
-    left as it was is logged, and the next guest given it gets it as it
-    is (a VF holding the type, an mdev that exists).
+    Each driver that makes units is asked in turn (a freed unit no
+    longer says whose it was): mediated devices are removed, vGPU types
+    cleared; any other unit needs nothing. Never raises: a unit left as
+    it was is logged, and the next guest given it gets it as it is.
+
+    :param drivers: the loaded drivers to ask; by default every
+        installed driver that makes units, loaded without options.
     """
+    makers = _unit_makers(drivers)
     undone = []
     for unit in units:
         try:
-            if device_model.is_pci_address(unit):
-                held = vgpu.held_type(sysfs_root, unit)
-                if held:
-                    ops.clear_vgpu_type(unit, held)
-                    undone.append(unit)
-                continue
-            where = vgpu.mdev_parent(sysfs_root, unit)
-            if where is not None:
-                ops.remove_mdev(where[0], unit)
+            if any(d.clear_unit(sysfs_root, unit, ops) for d in makers):
                 undone.append(unit)
         except Exception as exc:
-            LOG.warning('vGPU unit %s is free but was left as it is: %s',
+            LOG.warning('Unit %s is free but was left as it is: %s',
                         unit, exc)
     if undone:
-        LOG.info('Freed vGPU units undone: %s', ', '.join(undone))
+        LOG.info('Freed units undone: %s', ', '.join(undone))
     return undone
 
 
-def _call(fn, what: str, *args) -> None:
-    try:
-        fn(*args)
-    except Exception as exc:
-        raise VgpuError('%s: %s' % (what, exc))
+def _driver(name: str, drivers) -> base.AcceleratorDriver | None:
+    if drivers is not None:
+        return next((d for d in drivers if d.name == name), None)
+    if name not in loader.installed():
+        return None
+    return _unconfigured(name)
+
+
+def _makes_units(cls: type[base.AcceleratorDriver]) -> bool:
+    return cls.clear_unit is not base.AcceleratorDriver.clear_unit
+
+
+def _unit_makers(drivers) -> list[base.AcceleratorDriver]:
+    if drivers is not None:
+        return [d for d in drivers if _makes_units(type(d))]
+    return [_unconfigured(name) for name, cls in loader.installed().items()
+            if _makes_units(cls)]
+
+
+@functools.cache
+def _unconfigured(name: str) -> base.AcceleratorDriver:
+    """Driver ``name`` with its options at their defaults.
+
+    For callers that have no configuration to hand (the guest code asks
+    with a sysfs root and units): the unit hooks read no option.
+    """
+    conf = cfg.ConfigOpts()
+    conf(args=[], default_config_files=[], default_config_dirs=[])
+    (driver,) = loader.load(conf, [name])
+    return driver

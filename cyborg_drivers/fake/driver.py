@@ -29,6 +29,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+from typing import Iterable
 
 from oslo_config import cfg
 
@@ -161,14 +162,38 @@ The real drivers run over the fake tree. Their own option groups apply
         if not self.is_configured():
             return []
         root = self.ensure_tree()
-        if self._inner is None:
-            self._inner = loader.load(self.conf,
-                                      self.options.emulated_drivers)
-        result = discovery.Discoverer(self._inner, root).discover()
+        result = discovery.Discoverer(self._emulated(), root).discover()
         return [dataclasses.replace(
             a, driver=self.name,
             capabilities=a.capabilities + (('emulates', a.driver),))
             for a in result.accelerators]
+
+    def _emulated(self) -> list[base.AcceleratorDriver]:
+        if self._inner is None:
+            self._inner = loader.load(self.conf,
+                                      self.options.emulated_drivers)
+        return self._inner
+
+    def prepare_units(self, sysfs_root: str,
+                      accelerator: device_model.Accelerator,
+                      units: Iterable[str], ops: object | None = None
+                      ) -> list[str]:
+        """What the emulated driver makes (e.g. an emulated GPU's vGPUs).
+
+        :raises base.UnitError: a unit could not be made.
+        """
+        emulates = dict(accelerator.capabilities).get('emulates')
+        for driver in self._emulated():
+            if driver.name == emulates:
+                return driver.prepare_units(sysfs_root, accelerator, units,
+                                            ops)
+        return []
+
+    def clear_unit(self, sysfs_root: str, unit: str,
+                   ops: object | None = None) -> bool:
+        """Asks each emulated driver in turn, as for real hardware."""
+        return any(driver.clear_unit(sysfs_root, unit, ops)
+                   for driver in self._emulated())
 
     def program(self, accelerator: device_model.Accelerator,
                 region: str, bitstream: str) -> None:

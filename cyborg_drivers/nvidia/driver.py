@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Iterable
 
 from oslo_config import cfg
 
@@ -23,6 +24,7 @@ from cyborg_drivers import base
 from cyborg_drivers import device as device_model
 from cyborg_drivers import names
 from cyborg_drivers.nvidia import nova_mdev
+from cyborg_drivers.nvidia import units as vgpu_units
 from cyborg_drivers.nvidia import vgpu
 from cyborg_drivers import sysfs
 
@@ -118,6 +120,32 @@ Related options:
 
     def claims(self, function: sysfs.PciFunction) -> bool:
         return _is_gpu(function)
+
+    @classmethod
+    def unit_ops(cls) -> vgpu_units.PrivsepOps:
+        """mdev create and remove, vGPU type writes (:mod:`.units`)."""
+        return vgpu_units.PrivsepOps()
+
+    def prepare_units(self, sysfs_root: str,
+                      accelerator: device_model.Accelerator,
+                      units: Iterable[str], ops: object | None = None
+                      ) -> list[str]:
+        """Create the mdevs, or write the vGPU type to the VFs, not yet made.
+
+        A whole GPU (no vGPU) needs nothing.
+
+        :raises base.UnitError: a unit could not be made.
+        """
+        return vgpu_units.prepare(sysfs_root, accelerator, units,
+                                  ops or self.unit_ops())
+
+    def clear_unit(self, sysfs_root: str, unit: str,
+                   ops: object | None = None) -> bool:
+        """Remove an mdev that exists, clear a VF's vGPU type.
+
+        :raises Exception: the privileged write failed.
+        """
+        return vgpu_units.clear(sysfs_root, unit, ops or self.unit_ops())
 
     def discover(self, snapshot: sysfs.PciSnapshot
                  ) -> list[device_model.Accelerator]:

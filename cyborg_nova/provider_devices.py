@@ -23,6 +23,8 @@ found here, under the provider uuid Placement knows them by:
   sysfs;
 - :func:`found`: from a discovery just made (the commands, and a guest
   build that finds no record), with the remote devices of the store;
+- :func:`known`: which providers are this host's (whether or not their
+  device is on the bus now);
 - :func:`find`: a device named by its PCI address or its provider uuid.
 """
 
@@ -85,8 +87,9 @@ def _uuid(nodename: str, address: str) -> str:
     return device_model.device_uuid(nodename, address)
 
 
-def _local(nodename: str, accelerator: device_model.Accelerator
-           ) -> ProviderDevice:
+def local(nodename: str, accelerator: device_model.Accelerator
+          ) -> ProviderDevice:
+    """A local accelerator of ``nodename`` under its provider uuid."""
     return ProviderDevice(_uuid(nodename, accelerator.address), nodename,
                           accelerator)
 
@@ -111,7 +114,7 @@ def recorded(store: state_store.StateStore, nodenames: Iterable[str]
     for nodename in nodenames:
         rows = store.devices(nodename)
         entries = store.reported(nodename)
-        local = []
+        mine = []
         for address, row in sorted(rows.items()):
             if row.missing:
                 continue
@@ -127,24 +130,41 @@ def recorded(store: state_store.StateStore, nodenames: Iterable[str]
                 uuid = _uuid(nodename, address)
                 result.unrecorded[uuid] = (nodename, address)
                 continue
-            local.append(accelerator)
-            device = _local(nodename, accelerator)
+            mine.append(accelerator)
+            device = local(nodename, accelerator)
             result.devices[device.provider] = device
-        result.devices.update(_remote(store, nodename, local))
+        result.devices.update(_remote(store, nodename, mine))
     return result
 
 
-def found(store: state_store.StateStore, nodename: str,
+def known(store: state_store.StateStore, nodename: str
+          ) -> dict[str, str]:
+    """{provider uuid: address} of every device of ``nodename``.
+
+    The local devices the store knows (found on the bus or not: a
+    vanished device's provider stays while it is allocated) and the
+    remote devices; what says which providers are this host's.
+    """
+    ours = {_uuid(nodename, address): address
+            for address in store.devices(nodename)}
+    ours.update((d.uuid(nodename), d.address)
+                for d in remote_devices.devices(store, nodename))
+    return ours
+
+
+def found(store: state_store.StateStore | None, nodename: str,
           accelerators: Iterable[device_model.Accelerator]
           ) -> dict[str, ProviderDevice]:
     """{provider uuid: device} of a discovery of ``nodename`` just made.
 
-    The remote devices of the store are added (those whose functions a
-    local one has are left out, see :func:`remote_devices.devices`).
+    The remote devices of the store, when there is one, are added (those
+    whose functions a local one has are left out, see
+    :func:`remote_devices.devices`).
     """
-    local = list(accelerators)
-    result = {d.provider: d for d in (_local(nodename, a) for a in local)}
-    result.update(_remote(store, nodename, local))
+    mine = list(accelerators)
+    result = {d.provider: d for d in (local(nodename, a) for a in mine)}
+    if store is not None:
+        result.update(_remote(store, nodename, mine))
     return result
 
 

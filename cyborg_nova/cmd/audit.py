@@ -34,6 +34,7 @@ from cyborg_nova.cmd import hostargs
 from cyborg_nova.hotplug import guest as hotplug_guest
 from cyborg_nova import lifecycle
 from cyborg_nova import placement
+from cyborg_nova import provider_devices
 from cyborg_nova import providers as providers_lib
 from cyborg_nova import remote_devices
 
@@ -141,14 +142,9 @@ def discovered_units(conf, store, nodename: str) -> dict[str, str] | None:
         found = lifecycle.host_accelerators(conf, store).accelerators
     except (base.DriverError, sysfs.NoSysfs):
         return None
-    units = {unit: providers_lib.provider_uuid(nodename, acc.address)
-             for acc in found for unit in acc.units}
-    if store is not None:
-        units.update((unit, device.uuid(nodename))
-                     for device in remote_devices.devices(store, nodename,
-                                                          found)
-                     for unit in device.accelerator.units)
-    return units
+    return {unit: rp for rp, device in provider_devices.found(
+        store, nodename, found).items()
+        for unit in device.accelerator.units}
 
 
 class Audit(hostargs.HostCommand, lister.Lister):
@@ -212,12 +208,7 @@ class Audit(hostargs.HostCommand, lister.Lister):
         # never looks inconsistent.
         hostdevs = domain_hostdevs(parsed_args.libvirt_uri)
         if store is not None:
-            devices.update(
-                (providers_lib.provider_uuid(nodename, address), address)
-                for address in store.devices(nodename))
-            devices.update(
-                (device.uuid(nodename), device.address)
-                for device in remote_devices.devices(store, nodename))
+            devices.update(provider_devices.known(store, nodename))
         rows = [row for row in (assignments.Assignments(store).all()
                                 if store is not None else [])
                 if row.provider in devices]

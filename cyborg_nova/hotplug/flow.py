@@ -18,8 +18,9 @@ records must agree about which instance holds which device:
 
 - the instance's allocations in Placement (what the scheduler counts;
   :mod:`cyborg_nova.hotplug.allocations`);
-- the units recorded in the host's state store (:mod:`cyborg_nova.
-  assignments`; what the guest gets after a hard reboot);
+- the units recorded in the host's state store (the unit books,
+  :mod:`cyborg_nova.guests`, as nova-compute keeps them; what the guest
+  gets after a hard reboot);
 - the devices in the libvirt domain (what the guest sees;
   :mod:`cyborg_nova.hotplug.guest`).
 
@@ -41,12 +42,14 @@ import uuid as uuid_lib
 
 from cyborg_drivers import device as device_model
 from cyborg_nova import assignments as assignments_lib
+from cyborg_nova import guests
 from cyborg_nova.hotplug.allocations import Allocations
 from cyborg_nova.hotplug.allocations import change_allocations
 from cyborg_nova.hotplug.allocations import read_allocations
 from cyborg_nova.hotplug.allocations import without
 from cyborg_nova.hotplug.errors import AttachError
 from cyborg_nova.hotplug import guest as guest_lib
+from cyborg_nova import provider_devices
 from cyborg_nova import providers
 from cyborg_nova import store as state_store
 
@@ -75,33 +78,12 @@ def find_accelerator(accelerators: Iterable[device_model.Accelerator],
     :raises AttachError: ``device`` is neither form, names a function no
         enabled driver manages, or names no provider of this host.
     """
-    found = list(accelerators)
-    value = device.strip().lower()
-    if device_model.is_pci_address(value):
-        for accelerator in found:
-            if accelerator.address == value:
-                return accelerator
-        for accelerator in found:
-            if value in accelerator.units or value in accelerator.addresses:
-                raise AttachError(
-                    '%s is a unit of accelerator %s; give the '
-                    'accelerator\'s address (and --count)'
-                    % (value, accelerator.address))
-        raise AttachError(
-            '%s is not an accelerator cyborg-nova manages on this host; '
-            'see "cyborg-nova device-list"' % value)
+    devices = {d.provider: d for d in (
+        provider_devices.local(nodename, a) for a in accelerators)}
     try:
-        wanted = str(uuid_lib.UUID(value))
-    except ValueError:
-        raise AttachError(
-            '%r is neither a PCI address (e.g. 0000:3b:00.0) nor a '
-            'resource provider uuid' % device)
-    for accelerator in found:
-        if providers.provider_uuid(nodename, accelerator.address) == wanted:
-            return accelerator
-    raise AttachError(
-        'no accelerator of %s has provider %s; see "cyborg-nova '
-        'device-list --nodename %s"' % (nodename, wanted, nodename))
+        return provider_devices.find(devices, nodename, device).accelerator
+    except provider_devices.NotFound as exc:
+        raise AttachError(str(exc))
 
 
 def check_attachable(store: state_store.StateStore, nodename: str,
@@ -164,10 +146,11 @@ def attach(client, store: state_store.StateStore, nodename: str, guest,
     """
     server = guest.server
     check_attachable(store, nodename, accelerator, count)
-    provider = providers.provider_uuid(nodename, accelerator.address)
+    device = provider_devices.local(nodename, accelerator)
+    provider = device.provider
     rc = accelerator.resource_class
-    store_assignments = assignments_lib.Assignments(store)
-    held = store_assignments.of_consumer(server, [provider]).get(provider)
+    books = guests.UnitBooks(assignments_lib.Assignments(store))
+    held = books.units.of_consumer(server, [provider]).get(provider)
     if held:
         raise AttachError('instance %s already holds %s of accelerator %s; '
                           'nothing was changed' % (server, ', '.join(held),
@@ -214,7 +197,7 @@ def attach(client, store: state_store.StateStore, nodename: str, guest,
                     'stay attached and allocated, run instance-detach '
                     'once the guest answers' % (reason, ', '.join(plugged),
                                                 exc))
-        store_assignments.release(server, provider)
+        books.release(server, [provider])
         try:
             change_allocations(client, server, without(provider))
         except AttachError as exc:
@@ -224,8 +207,7 @@ def attach(client, store: state_store.StateStore, nodename: str, guest,
         return AttachError('%s; nothing was changed' % reason)
 
     try:
-        units = store_assignments.assign(server, provider,
-                                         accelerator.units, count)
+        units = books.assign(server, device, count)
     except assignments_lib.NoFreeUnits as exc:
         raise undo(str(exc))
     except Exception as exc:
@@ -260,10 +242,9 @@ def detach(client, store: state_store.StateStore, nodename: str, guest,
         allocation and the units are then unchanged.
     """
     server = guest.server
-    provider = providers.provider_uuid(nodename, accelerator.address)
-    store_assignments = assignments_lib.Assignments(store)
-    units = store_assignments.of_consumer(server, [provider]).get(
-        provider, [])
+    provider = provider_devices.local(nodename, accelerator).provider
+    books = guests.UnitBooks(assignments_lib.Assignments(store))
+    units = books.units.of_consumer(server, [provider]).get(provider, [])
     allocated = provider in read_allocations(client, server).get(
         'allocations', {})
     if not units and not allocated:
@@ -278,7 +259,7 @@ def detach(client, store: state_store.StateStore, nodename: str, guest,
         except AttachError as exc:
             raise AttachError('%s; its allocation and units are unchanged'
                               % exc)
-    store_assignments.release(server, provider)
+    books.release(server, [provider])
     try:
         change_allocations(client, server, without(provider))
     except AttachError as exc:

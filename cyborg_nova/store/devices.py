@@ -184,7 +184,7 @@ class StateStore(database.Database):
                 'SELECT address, reported FROM devices WHERE nodename = ?',
                 (nodename,)).fetchall())
         changed = [(text, nodename, address) for address, text in (
-            (a, json.dumps(e, sort_keys=True)) for a, e in entries.items())
+            (a, json.dumps(e)) for a, e in entries.items())
             if address in known and known[address] != text]
         if changed:
             with self._transaction() as db:

@@ -38,8 +38,8 @@ from cyborg_nova import conf as cn_conf
 from cyborg_nova import lifecycle
 from cyborg_nova import notifications
 from cyborg_nova import programming
+from cyborg_nova import provider_devices
 from cyborg_nova import providers
-from cyborg_nova import remote_devices
 from cyborg_nova import restore
 from cyborg_nova import store as state_store
 from cyborg_nova.virt import extra_specs
@@ -128,14 +128,10 @@ class AcceleratorProviderMixin:
         host's.
         """
         store = self._updater().store
-        ours = {}
-        for node in (nodes or self._our_nodes()):
-            for address in store.devices(node):
-                ours[providers.provider_uuid(node, address)] = (node,
-                                                                address)
-            for device in remote_devices.devices(store, node):
-                ours[device.uuid(node)] = (node, device.address)
-        return ours
+        return {rp: (node, address)
+                for node in (nodes or self._our_nodes())
+                for rp, address in provider_devices.known(store,
+                                                          node).items()}
 
     def update_provider_tree(self, provider_tree, nodename,
                              allocations=None):

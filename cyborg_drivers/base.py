@@ -199,6 +199,15 @@ class AcceleratorDriver(abc.ABC):
         """
         raise NotSupported('%s cannot program devices' % self.name)
 
+    def offered(self, accelerator: device_model.Accelerator) -> list[str]:
+        """What a tenant can ask of ``accelerator``, as service-list shows.
+
+        E.g. ``sym`` and ``dc`` of a QAT device, ``vGPU nvidia-222``,
+        ``function <id>`` of an FPGA region. Reads no option. Empty (the
+        default): the whole device.
+        """
+        return []
+
     # -- units given to guests ---------------------------------------------
 
     @classmethod

@@ -95,3 +95,19 @@ def default_names() -> list[str]:
     """Installed drivers that find hardware without any configuration."""
     return [name for name, cls in installed().items()
             if not cls.needs_config]
+
+
+@functools.cache
+def unconfigured(name: str) -> base.AcceleratorDriver:
+    """Installed driver ``name`` with its options at their defaults.
+
+    For the hooks that read no option (units, what a device offers),
+    asked by callers that have no configuration to hand; one instance
+    per name and process.
+
+    :raises UnknownDriver: no installed entry point provides ``name``.
+    """
+    conf = cfg.ConfigOpts()
+    conf(args=[], default_config_files=[], default_config_dirs=[])
+    (driver,) = load(conf, [name])
+    return driver

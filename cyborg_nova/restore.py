@@ -20,19 +20,22 @@ here, before Nova resumes its guests. A PF that cannot get its count back
 is fenced (state ``failed``, with the reason) so that Placement hands out
 nothing of it until the operator has looked.
 
-Mediated devices (vGPUs) and the vGPU types of NVIDIA's vendor-VFIO VFs
-need nothing here: the host loses them at a reboot, and nova-compute
-makes them again (an mdev under the uuid the guest has) when the guest
-is resumed at host boot or hard rebooted
-(:meth:`cyborg_nova.virt.guest.GuestAcceleratorsMixin._hard_reboot`).
+Whatever else a family must redo after a reboot is its driver's
+:meth:`~cyborg_drivers.base.AcceleratorDriver.restore` hook, asked for
+each of the driver's devices the store knows once the VF counts are
+back; a device it cannot restore is fenced the same way. Units a guest
+is given (vGPUs: a mediated device, a VF's vGPU type) need nothing
+here: they are made again when the guest is given them, at its resume
+or hard reboot (see :mod:`cyborg_nova.vgpus`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Callable
+from typing import Callable, Sequence
 
+from cyborg_drivers import base
 from cyborg_drivers import device as device_model
 from cyborg_drivers import sysfs
 from cyborg_nova import providers
@@ -67,7 +70,8 @@ class Outcome:
 
 def restore_vfs(store: state_store.StateStore, nodename: str,
                 sysfs_root: str, set_num_vfs: SetNumVfs,
-                allocations_for: providers.AllocationLookup
+                allocations_for: providers.AllocationLookup,
+                drivers: Sequence[base.AcceleratorDriver] = ()
                 ) -> list[Outcome]:
     """Give every PF of ``nodename`` its recorded VF count back.
 
@@ -79,11 +83,33 @@ def restore_vfs(store: state_store.StateStore, nodename: str,
     :param allocations_for: ``rp_uuid -> {consumer: ...} | None``; asked
         only for a PF that has VFs to lose (None: Placement cannot say,
         which fences the PF).
-    :returns: one outcome per recorded PF, by address.
+    :param drivers: the drivers in effect, whose :meth:`~cyborg_drivers.
+        base.AcceleratorDriver.restore` is then asked for each of their
+        devices in the store (none: VF counts only).
+    :returns: one outcome per recorded PF, by address, then one per
+        device a driver could not restore.
     """
-    return [_restore(store, nodename, sysfs_root, set_num_vfs,
-                     allocations_for, address, count)
-            for address, count in sorted(store.vf_counts(nodename).items())]
+    outcomes = [_restore(store, nodename, sysfs_root, set_num_vfs,
+                         allocations_for, address, count)
+                for address, count in sorted(
+                    store.vf_counts(nodename).items())]
+    fenced = {o.address for o in outcomes if o.action in (FENCED, FAILED)}
+    counts = store.vf_counts(nodename)
+    by_name = {d.name: d for d in drivers}
+    for address, row in sorted(store.devices(nodename).items()):
+        driver = by_name.get(row.driver)
+        if driver is None or address in fenced or row.missing:
+            continue
+        try:
+            reasons = driver.restore(sysfs_root, address)
+        except base.DriverError as exc:
+            reasons = [str(exc)]
+        if reasons:
+            count = counts.get(address, 0)
+            outcomes.append(_fence(
+                store, nodename, address, count, None,
+                '; '.join(reasons), prefix='not restored at start: '))
+    return outcomes
 
 
 def _sriov(sysfs_root: str, address: str
@@ -144,8 +170,9 @@ def _restore(store, nodename, sysfs_root, set_num_vfs, allocations_for,
     return Outcome(address, RESTORED, count, found)
 
 
-def _fence(store, nodename, address, count, found, why) -> Outcome:
-    reason = 'VFs not restored at start: ' + why
+def _fence(store, nodename, address, count, found, why,
+           prefix='VFs not restored at start: ') -> Outcome:
+    reason = prefix + why
     try:
         store.set_state(nodename, address, state_store.FAILED, reason)
     except KeyError:

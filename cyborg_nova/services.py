@@ -26,33 +26,39 @@ from __future__ import annotations
 import time
 from typing import Iterable
 
+from cyborg_drivers import base
 from cyborg_drivers import discovery
+from cyborg_drivers import loader
 from cyborg_nova.store import services as service_table
 
 
-def offered(accelerator) -> list[str]:
-    """The services of one accelerator, as service-list shows them."""
-    caps = dict(accelerator.capabilities)
-    found = []
-    if 'services' in caps:
-        found += caps['services'].lower().split(';')
-    if 'physical_network' in caps:
-        found.append('network %s' % caps['physical_network'])
-    if 'vgpu_type' in caps:
-        found.append('vGPU %s' % caps['vgpu_type'])
-    found += ['function %s' % r.function_id
-              for r in accelerator.fpga_regions if r.function_id]
-    if not found:
-        found.append('whole device (%s)' % accelerator.resource_class)
-    return found
+def offered(accelerator,
+            driver: base.AcceleratorDriver | None = None) -> list[str]:
+    """The services of one accelerator, as service-list shows them.
+
+    Its driver says (:meth:`~cyborg_drivers.base.AcceleratorDriver.
+    offered`); by default the installed driver it names, loaded without
+    options. A device whose driver names nothing (or is not installed
+    here) offers the whole device.
+    """
+    if driver is None and accelerator.driver in loader.installed():
+        driver = loader.unconfigured(accelerator.driver)
+    found = driver.offered(accelerator) if driver is not None else []
+    return found or ['whole device (%s)' % accelerator.resource_class]
 
 
-def rows(accelerators: Iterable, now: float
+def rows(accelerators: Iterable, now: float,
+         drivers: Iterable[base.AcceleratorDriver] = ()
          ) -> list[service_table.Offered]:
-    """What the table holds for these accelerators, found at ``now``."""
-    return [service_table.Offered(a.address, a.driver, tuple(offered(a)),
-                                  tuple(a.traits), now)
-            for a in sorted(accelerators, key=lambda a: a.address)]
+    """What the table holds for these accelerators, found at ``now``.
+
+    :param drivers: the loaded drivers, asked before the installed ones.
+    """
+    by_name = {d.name: d for d in drivers}
+    return [service_table.Offered(
+        a.address, a.driver, tuple(offered(a, by_name.get(a.driver))),
+        tuple(a.traits), now)
+        for a in sorted(accelerators, key=lambda a: a.address)]
 
 
 def discover(store, nodename: str, drivers: list, sysfs_root: str) -> int:
@@ -62,5 +68,5 @@ def discover(store, nodename: str, drivers: list, sysfs_root: str) -> int:
     :raises cyborg_drivers.sysfs.NoSysfs: there is no PCI bus to read.
     """
     found = discovery.Discoverer(drivers, sysfs_root).discover()
-    return store.services.replace(nodename,
-                                  rows(found.accelerators, time.time()))
+    return store.services.replace(
+        nodename, rows(found.accelerators, time.time(), drivers))

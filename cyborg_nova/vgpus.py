@@ -25,11 +25,8 @@ decision about who holds a unit stays with :mod:`cyborg_nova.assignments`.
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Iterable, Sequence
-
-from oslo_config import cfg
 
 from cyborg_drivers import base
 from cyborg_drivers import device as device_model
@@ -118,7 +115,7 @@ def _driver(name: str, drivers) -> base.AcceleratorDriver | None:
         return next((d for d in drivers if d.name == name), None)
     if name not in loader.installed():
         return None
-    return _unconfigured(name)
+    return loader.unconfigured(name)
 
 
 def _makes_units(cls: type[base.AcceleratorDriver]) -> bool:
@@ -128,18 +125,6 @@ def _makes_units(cls: type[base.AcceleratorDriver]) -> bool:
 def _unit_makers(drivers) -> list[base.AcceleratorDriver]:
     if drivers is not None:
         return [d for d in drivers if _makes_units(type(d))]
-    return [_unconfigured(name) for name, cls in loader.installed().items()
+    return [loader.unconfigured(name)
+            for name, cls in loader.installed().items()
             if _makes_units(cls)]
-
-
-@functools.cache
-def _unconfigured(name: str) -> base.AcceleratorDriver:
-    """Driver ``name`` with its options at their defaults.
-
-    For callers that have no configuration to hand (the guest code asks
-    with a sysfs root and units): the unit hooks read no option.
-    """
-    conf = cfg.ConfigOpts()
-    conf(args=[], default_config_files=[], default_config_dirs=[])
-    (driver,) = loader.load(conf, [name])
-    return driver

@@ -46,9 +46,6 @@ LOG = logging.getLogger(__name__)
 
 #: Output of a failed tool kept in the error (its end says why).
 _OUTPUT_TAIL = 600
-#: The driver that reports each family of card, named in refusals.
-_DRIVERS = {fpga_regions.INTEL: 'intel_fpga',
-            fpga_regions.XILINX: 'xilinx_fpga'}
 
 
 @privsep.sysfs_admin.entrypoint
@@ -134,7 +131,8 @@ def _target(sysfs_root: str, address: str, header: bitstreams.Bitstream):
     if header.kind != wanted:
         raise privsep.InvalidArgument(
             'a %s cannot be loaded into %s (%s): it takes a %s'
-            % (header.kind, address, _DRIVERS[card.family], wanted))
+            % (header.kind, address, fpga_regions.FAMILY_NAMES[card.family],
+               wanted))
     regions = [r for r in card.regions
                if r.interface_id == header.interface_id]
     if not regions:

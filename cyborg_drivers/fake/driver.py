@@ -174,6 +174,16 @@ The real drivers run over the fake tree. Their own option groups apply
                                       self.options.emulated_drivers)
         return self._inner
 
+    def _emulating(self, accelerator: device_model.Accelerator
+                   ) -> base.AcceleratorDriver | None:
+        emulates = dict(accelerator.capabilities).get('emulates')
+        return next((d for d in self._emulated() if d.name == emulates),
+                    None)
+
+    def offered(self, accelerator: device_model.Accelerator) -> list[str]:
+        driver = self._emulating(accelerator)
+        return driver.offered(accelerator) if driver else []
+
     def prepare_units(self, sysfs_root: str,
                       accelerator: device_model.Accelerator,
                       units: Iterable[str], ops: object | None = None
@@ -182,12 +192,10 @@ The real drivers run over the fake tree. Their own option groups apply
 
         :raises base.UnitError: a unit could not be made.
         """
-        emulates = dict(accelerator.capabilities).get('emulates')
-        for driver in self._emulated():
-            if driver.name == emulates:
-                return driver.prepare_units(sysfs_root, accelerator, units,
-                                            ops)
-        return []
+        driver = self._emulating(accelerator)
+        if driver is None:
+            return []
+        return driver.prepare_units(sysfs_root, accelerator, units, ops)
 
     def clear_unit(self, sysfs_root: str, unit: str,
                    ops: object | None = None) -> bool:

@@ -44,6 +44,10 @@ class IntelFpgaDriver(base.AcceleratorDriver):
                    'integrated Xeon FPGAs, Silicom N5010/N5011): DFL or '
                    'OPAE')
 
+    def offered(self, accelerator: device_model.Accelerator) -> list[str]:
+        """The functions loaded in its regions."""
+        return fpga_regions.offered(accelerator)
+
     def claims(self, function: sysfs.PciFunction) -> bool:
         return fpga_regions.is_intel_fpga(function)
 

@@ -40,6 +40,8 @@ from cyborg_drivers import device as device_model
 from cyborg_drivers import sysfs
 
 INTEL, XILINX = 'intel', 'xilinx'
+#: What each family of card is called in messages.
+FAMILY_NAMES = {INTEL: 'Intel PAC', XILINX: 'AMD/Xilinx Alveo'}
 
 VENDOR_INTEL = 0x8086
 #: PCI_VENDOR_ID_SILICOM_DENMARK, the N5010/N5011 SmartNICs' vendor.
@@ -405,3 +407,9 @@ def find_card(sysfs_root: str, address: str) -> FpgaCard | None:
     return FpgaCard(address, XILINX, (alveo_region(
         alveo_uuids(snapshot, address, 'interface_uuids'),
         alveo_uuids(snapshot, address, 'logic_uuids')),))
+
+
+def offered(accelerator: device_model.Accelerator) -> list[str]:
+    """``function <id>`` of each region with a function loaded."""
+    return ['function %s' % r.function_id
+            for r in accelerator.fpga_regions if r.function_id]

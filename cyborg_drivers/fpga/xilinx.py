@@ -57,6 +57,10 @@ class XilinxFpgaDriver(base.AcceleratorDriver):
     name = 'xilinx_fpga'
     description = 'AMD/Xilinx Alveo FPGAs (10ee), mgmt + user function'
 
+    def offered(self, accelerator: device_model.Accelerator) -> list[str]:
+        """The functions loaded in its regions."""
+        return fpga_regions.offered(accelerator)
+
     def claims(self, function: sysfs.PciFunction) -> bool:
         return _role(function) is not None
 

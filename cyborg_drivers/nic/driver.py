@@ -87,6 +87,11 @@ ask for e.g. ``trait:CUSTOM_IPSEC=required``. ``<device>`` as in
     def is_configured(self) -> bool:
         return bool(self.options.physical_device_mappings)
 
+    def offered(self, accelerator: device_model.Accelerator) -> list[str]:
+        """The physical network its VFs reach, where one is mapped."""
+        physnet = dict(accelerator.capabilities).get('physical_network')
+        return ['network %s' % physnet] if physnet else []
+
     def claims(self, function: sysfs.PciFunction) -> bool:
         return _is_nic(function)
 

@@ -118,6 +118,11 @@ Related options:
         # the type and no list shows it any more.
         self._type_names: dict[tuple[str, int], str] = {}
 
+    def offered(self, accelerator: device_model.Accelerator) -> list[str]:
+        """The vGPU type its units are, if it is split into vGPUs."""
+        type_id = dict(accelerator.capabilities).get('vgpu_type')
+        return ['vGPU %s' % type_id] if type_id else []
+
     def claims(self, function: sysfs.PciFunction) -> bool:
         return _is_gpu(function)
 

@@ -45,6 +45,11 @@ class IntelQatDriver(base.AcceleratorDriver):
     description = 'Intel QAT (C62x, 4xxx, 420xx, 6xxx...): PF, VFs as units'
     SETTINGS = (SERVICES_SETTING,)
 
+    def offered(self, accelerator: device_model.Accelerator) -> list[str]:
+        """The services it is configured for (``sym``, ``dc``...)."""
+        value = self.read_setting(accelerator, SERVICES_SETTING)
+        return value.split(';') if value else []
+
     def claims(self, function: sysfs.PciFunction) -> bool:
         return _is_qat(function)
 

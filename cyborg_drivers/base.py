@@ -65,6 +65,10 @@ class AcceleratorDriver(abc.ABC):
     needs_config: ClassVar[bool] = False
     #: One-line description for ``driver-list``.
     description: ClassVar[str] = ''
+    #: False for a driver whose devices are not on this host's PCI bus
+    #: (the fake driver's host profile): Nova's device_spec cannot
+    #: clash with them.
+    on_host_bus: ClassVar[bool] = True
     #: Names of the settings its devices take (:meth:`apply_setting`),
     #: e.g. ``('services',)``; none by default.
     SETTINGS: ClassVar[tuple[str, ...]] = ()

@@ -42,9 +42,6 @@ from cyborg_nova import lifecycle
 from cyborg_nova import privileged
 from cyborg_nova import store as state_store
 
-#: Drivers whose accelerators are not devices of this host's bus (the
-#: fake driver reports a host profile's devices): they cannot clash.
-NOT_ON_HOST_DRIVERS = frozenset({'fake'})
 RESTART_NOTE = ('restart nova-compute on this host: it reads [pci] '
                 'device_spec only when it starts')
 
@@ -217,10 +214,13 @@ def managed_functions(conf: cfg.ConfigOpts, sysfs_root: str,
     :returns: the functions, and ``driver -> error`` for drivers that
         found nothing this time (their devices are unknown).
     """
-    result = discovery.Discoverer(loader.load(conf, drivers),
-                                  sysfs_root).discover()
+    loaded = loader.load(conf, drivers)
+    result = discovery.Discoverer(loaded, sysfs_root).discover()
+    # Devices that are not on this host's bus (a host profile's) cannot
+    # clash with Nova's device_spec.
+    elsewhere = {d.name for d in loaded if not d.on_host_bus}
     accelerators = [a for a in result.accelerators
-                    if a.driver not in NOT_ON_HOST_DRIVERS]
+                    if a.driver not in elsewhere]
     wanted = {}
     for acc in accelerators:
         for address in acc.addresses + acc.units:

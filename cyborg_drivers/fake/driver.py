@@ -50,6 +50,7 @@ class FakeDriver(base.AcceleratorDriver):
     name = 'fake'
     description = 'Accelerators of a host profile file (test clouds)'
     needs_config = True
+    on_host_bus = False
     CONFIG_OPTS = [
         cfg.StrOpt(
             'host_profile',

@@ -1,0 +1,156 @@
+#    Licensed under the Apache License, Version 2.0 (the "License"); you may
+#    not use this file except in compliance with the License. You may obtain
+#    a copy of the License at
+#
+#         http://www.apache.org/licenses/LICENSE-2.0
+#
+#    Unless required by applicable law or agreed to in writing, software
+#    distributed under the License is distributed on an "AS IS" BASIS, WITHOUT
+#    WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied. See the
+#    License for the specific language governing permissions and limitations
+#    under the License.
+
+
+"""The driver contract's optional hooks: their defaults, and the library
+asking them (units of an emulated GPU, restore, offered services).
+"""
+
+from oslo_config import cfg
+import pytest
+
+from cyborg_drivers import base
+from cyborg_drivers import discovery
+from cyborg_drivers.fake import driver as fake
+from cyborg_drivers import loader
+from cyborg_drivers.nvidia import vgpu
+from cyborg_drivers.qat import driver as qat_driver
+from cyborg_nova import conf as conf_module
+from cyborg_nova import lifecycle
+from cyborg_nova import restore
+from cyborg_nova import services
+from cyborg_nova import store as state_store
+from cyborg_nova import vgpus
+from tests.unit import test_vgpus
+
+NODE = 'cn1'
+T4 = '0000:b0:00.0'
+
+
+class Minimal(base.AcceleratorDriver):
+    name = 'minimal'
+
+    def discover(self, snapshot):
+        return []
+
+
+def test_defaults_say_no():
+    driver = Minimal(cfg.ConfigOpts())
+    acc = object()
+    assert Minimal.unit_ops() is None
+    assert driver.prepare_units('/sys', acc, ['0000:01:00.0']) == []
+    assert driver.clear_unit('/sys', '0000:01:00.0') is False
+    assert driver.migratable(acc, '0000:01:00.0') is False
+    assert driver.offered(acc) == []
+    assert driver.restore('/sys', '0000:01:00.0') == []
+    assert driver.SETTINGS == () and driver.on_host_bus
+    assert driver.has_setting(acc, 'services') is False
+    assert driver.read_setting(acc, 'services') is None
+    with pytest.raises(base.NotSupported, match='cannot scrub'):
+        driver.scrub('/sys', acc, '0000:01:00.0')
+    with pytest.raises(base.NotSupported, match="no setting 'services'"):
+        driver.check_setting('/sys', acc, 'services', 'sym')
+    with pytest.raises(base.NotSupported, match="no setting 'services'"):
+        driver.apply_setting('0000:01:00.0', 'services', 'sym')
+
+
+def test_a_driver_without_the_setting_names_those_with_it():
+    assert lifecycle._no_such_setting('nic_sriov', 'services') == (
+        'the services setting applies to the intel_qat driver only, not '
+        'nic_sriov')
+    assert lifecycle._no_such_setting('intel_qat', 'colour') == (
+        'the colour setting applies to the no installed driver only, not '
+        'intel_qat')
+
+
+def test_an_emulated_gpu_makes_its_vgpus_through_the_one_it_emulates(
+        tmp_path):
+    conf = cfg.ConfigOpts()
+    conf_module.register_opts(conf)
+    conf([])
+    (driver,) = loader.load(conf, ['fake'])
+    loader.register_opts(conf, [fake.FakeDriver])
+    root = str(tmp_path / 'fake-sys')
+    conf.set_override('host_profile', 'mdev-vf-host', 'cyborg_fake')
+    conf.set_override('tree_path', root, 'cyborg_fake')
+    conf.set_override('emulated_drivers', ['nvidia_gpu'], 'cyborg_fake')
+    # The emulated driver's options are read from the same config.
+    loader.load(conf, ['nvidia_gpu'])
+    conf.set_override('enabled_vgpu_types', ['nvidia-222'],
+                      'cyborg_nvidia_gpu')
+    # The host's own bus is empty: the emulated hardware is elsewhere.
+    host = tmp_path / 'host'
+    (host / 'bus' / 'pci' / 'devices').mkdir(parents=True)
+    found = discovery.Discoverer([driver], str(host)).discover()
+    t4 = found.by_address()[T4]
+    assert t4.driver == 'fake'
+    kernel = test_vgpus.vgpu_kernel.VgpuKernel(root,
+                                               test_vgpus.TreeOps(root))
+    units = list(t4.units[:1])
+    assert vgpus.prepare(root, t4, units, kernel, drivers=[driver]) == units
+    assert vgpu.mdev_parent(root, units[0]) == (T4, 'nvidia-222')
+    # Asked of the drivers given: the fake passes it to the emulated one.
+    assert vgpus.retire(root, units, kernel, drivers=[driver]) == units
+    assert vgpu.mdev_parent(root, units[0]) is None
+    # A driver not among those given is not asked: nothing is made.
+    assert vgpus.prepare(root, t4, units, kernel, drivers=[]) == []
+    assert services.offered(t4, driver) == ['vGPU nvidia-222']
+
+
+class Unrestorable(qat_driver.IntelQatDriver):
+    def restore(self, sysfs_root, address, ops=None):
+        return ['its services are gone'] if address == '0000:70:00.0' \
+            else []
+
+
+def test_a_device_its_driver_cannot_restore_is_fenced(host_tree,
+                                                      tmp_path):
+    root = host_tree('crypto-nic-host')
+    conf = cfg.ConfigOpts()
+    conf([])
+    drivers = loader.load(conf, ['intel_qat'])
+    store = state_store.StateStore(str(tmp_path / 'state.sqlite'))
+    found = discovery.Discoverer(drivers, root).discover().accelerators
+    store.sync(NODE, found, state_store.READY)
+    unchanged = restore.restore_vfs(store, NODE, root, None, dict.get,
+                                    drivers=drivers)
+    assert unchanged == []
+    [outcome] = restore.restore_vfs(store, NODE, root, None, dict.get,
+                                    drivers=[Unrestorable(conf)])
+    assert (outcome.address, outcome.action) == ('0000:70:00.0',
+                                                 restore.FENCED)
+    row = store.devices(NODE)['0000:70:00.0']
+    assert row.state == state_store.FAILED
+    assert row.reason == 'not restored at start: its services are gone'
+    assert store.devices(NODE)['0000:6b:00.0'].state == state_store.READY
+
+
+def test_what_each_family_offers(host_tree):
+    root = host_tree('mixed-host')
+    conf = cfg.ConfigOpts()
+    conf([])
+    drivers = loader.load(conf, loader.default_names())
+    found = discovery.Discoverer(drivers, root).discover().accelerators
+    rows = services.rows(found, 0.0, drivers)
+    assert {r.address: r.services for r in rows} == {
+        '0000:3b:00.0': ('whole device (PGPU)',),
+        '0000:3c:00.0': ('function d8424dc4a4a3c413f89e433683f9040b',),
+        '0000:86:00.0': ('function 6f774925d48e5523a6ea12fe4d11534f',),
+        '0000:af:00.0': ('whole device (PGPU)',),
+        '0000:d8:00.0': ('whole device (CUSTOM_QAT)',)}
+    # The same without the drivers: the installed ones are asked.
+    assert services.rows(found, 0.0) == rows
+    # QAT services, where the kernel shows them.
+    root = host_tree('qat-gen4-host')
+    (qat,) = loader.load(conf, ['intel_qat'])
+    by_address = discovery.Discoverer([qat], root).discover().by_address()
+    assert services.offered(by_address['0000:6b:00.0']) == ['asym', 'sym']

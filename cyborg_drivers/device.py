@@ -131,7 +131,7 @@ class Accelerator:
     fpga_regions: tuple[FpgaRegion, ...] = ()
     mdev_types: tuple[MdevType, ...] = ()
     #: For mdev vGPUs: each unit's mediated device (a
-    #: :class:`cyborg_drivers.vgpu.MdevUnit`), in ``units`` order.
+    #: :class:`cyborg_drivers.nvidia.vgpu.MdevUnit`), in ``units`` order.
     mdev_units: tuple = ()
     capabilities: tuple[tuple[str, str], ...] = ()
     setup_required: bool = False

@@ -170,7 +170,8 @@ def test_hardware_with_usage(placement, hosts, agents, tmp_path):
 
     errors = {e['host']: e['message'] for e in body['errors']}
     assert sorted(errors) == ['cn-bad-token', 'cn-slow-1', 'cn-slow-2']
-    assert errors['cn-slow-1'].endswith('no answer within 1 s')
+    assert errors['cn-slow-1'].startswith('agent cn-slow-1: GET ')
+    assert 'failed: no answer within 1 s; ' in errors['cn-slow-1']
     assert 'answered 401: authentication required' in errors[
         'cn-bad-token']
     # The conductor authenticated with agent_token.

@@ -23,6 +23,8 @@ found here, under the provider uuid Placement knows them by:
   sysfs;
 - :func:`found`: from a discovery just made (the commands, and a guest
   build that finds no record), with the remote devices of the store;
+- :func:`of_providers`: what a guest build uses, the first with the
+  second as a fallback;
 - :func:`known`: which providers are this host's (whether or not their
   device is on the bus now);
 - :func:`find`: a device named by its PCI address or its provider uuid.
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 import uuid as uuid_lib
 
 from cyborg_drivers import device as device_model
@@ -204,3 +206,29 @@ def find(devices: Mapping[str, ProviderDevice], nodename: str,
             'no accelerator of %s has provider %s; see "cyborg-nova '
             'device-list --nodename %s"' % (nodename, wanted, nodename))
     return device
+
+
+def of_providers(store: state_store.StateStore,
+                 ours: Mapping[str, tuple[str, str]],
+                 providers: Iterable[str],
+                 discover: Callable[[], Iterable[device_model.Accelerator]]
+                 ) -> dict[str, ProviderDevice]:
+    """{provider: device} of ``providers``, as the store recorded them.
+
+    :param ours: {provider uuid: (nodename, address)} of this host.
+    :param discover: what a discovery finds now; called (and logged)
+        only when a provider's device has no record yet.
+    """
+    providers = list(providers)
+    nodes = sorted({ours[rp][0] for rp in providers if rp in ours})
+    host = recorded(store, nodes)
+    unrecorded = sorted(set(providers) & set(host.unrecorded))
+    if unrecorded:
+        # No update cycle recorded them yet (e.g. just upgraded).
+        LOG.warning('cyborg-nova: no record of accelerator(s) %s yet: '
+                    'discovering the host', ', '.join(
+                        host.unrecorded[rp][1] for rp in unrecorded))
+        accelerators = list(discover())
+        for node in nodes:
+            host.devices.update(found(store, node, accelerators))
+    return host.devices

@@ -124,7 +124,13 @@ class ProviderTreeUpdater:
         :raises sysfs.NoSysfs: there is no PCI bus to read; nothing in the
             tree was changed.
         """
-        result = self.discoverer.discover()
+        try:
+            result = self.discoverer.discover()
+        except Exception:
+            # Nothing could be read: what the last cycle recorded may
+            # not be so any more, so a guest build discovers for itself.
+            self.store.clear_reported(nodename)
+            raise
         found = result.by_address()
         initial = state_store.READY if self.auto_ready else (
             state_store.INACTIVE)

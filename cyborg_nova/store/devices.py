@@ -192,6 +192,12 @@ class StateStore(database.Database):
                                'nodename = ? AND address = ?', changed)
         return len(changed)
 
+    def clear_reported(self, nodename: str) -> None:
+        """Forget what was reported for the devices of ``nodename``."""
+        with self._transaction() as db:
+            db.execute('UPDATE devices SET reported = NULL WHERE nodename = '
+                       '? AND reported IS NOT NULL', (nodename,))
+
     def mark_missing(self, nodename: str, address: str) -> None:
         """Note that an update did not find the device on the bus."""
         with self._transaction() as db:

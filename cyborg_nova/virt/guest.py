@@ -75,21 +75,9 @@ class GuestAcceleratorsMixin:
 
     def _devices(self, providers) -> dict:
         """{provider: device} as the update cycle recorded them."""
-        ours = self._our_providers()
-        store = self._updater().store
-        nodes = sorted({ours[rp][0] for rp in providers if rp in ours})
-        host = provider_devices.recorded(store, nodes)
-        unrecorded = sorted(set(providers) & set(host.unrecorded))
-        if unrecorded:
-            # No update cycle recorded them yet (e.g. just upgraded).
-            LOG.warning('cyborg-nova: no record of accelerator(s) %s yet: '
-                        'discovering the host', ', '.join(
-                            host.unrecorded[rp][1] for rp in unrecorded))
-            found = self._updater().discoverer.discover().accelerators
-            for node in nodes:
-                host.devices.update(provider_devices.found(store, node,
-                                                           found))
-        return host.devices
+        return provider_devices.of_providers(
+            self._updater().store, self._our_providers(), providers,
+            lambda: self._updater().discoverer.discover().accelerators)
 
     def _reconciler(self, context):
         links = moves.links(context)
@@ -139,16 +127,9 @@ class GuestAcceleratorsMixin:
                                    **kwargs):
         # Refused before the guest is touched: InstanceFaultRollback
         # makes Nova put the instance back as it was.
-        extra = moves.live_attached(
-            context, instance, moves.move_consumer(context, instance.uuid),
-            self._our_providers())
-        if extra:
-            reason = ('instance %s holds accelerators attached to it '
-                      'live (instance-attach), which a resize or cold '
-                      'migration cannot carry: %s; detach them first '
-                      '(cyborg-nova instance-detach), or give the '
-                      'instance a flavor that asks for them'
-                      % (instance.uuid, '; '.join(extra)))
+        reason = moves.live_attached(context, instance,
+                                     self._our_providers())
+        if reason:
             LOG.warning('cyborg-nova: move of %s refused: %s',
                         instance.uuid, reason)
             raise exception.InstanceFaultRollback(
@@ -205,24 +186,11 @@ class GuestAcceleratorsMixin:
             self._sync_units(context, instance, allocations, strict=False)
 
     def suspend(self, context, instance):
-        # QEMU cannot save a guest with a VFIO device lacking migration
-        # support: as Nova does for its own devices, the PCI units are
-        # unplugged first (the definition, allocation and units stay)
-        # and plugged in again at resume.
-        guest = self._host.get_guest(instance)
-        unplugged: list[guests.Hostdev] = []
-        try:
-            hostdevs.unplug(guest, instance, self._pci_held(instance),
-                            unplugged)
-            return super().suspend(context, instance)
-        except Exception as exc:
-            hostdevs.replug(guest, instance, unplugged)
-            if isinstance(exc, exception.InstanceFaultRollback):
-                raise
-            raise exception.InstanceFaultRollback(
-                inner_exception=exception.InstanceSuspendFailure(
-                    reason='accelerator units of instance %s: %s'
-                           % (instance.uuid, exc)))
+        hostdevs.suspend_without(
+            self._host.get_guest(instance), instance,
+            self._pci_held(instance),
+            lambda: super(GuestAcceleratorsMixin, self).suspend(context,
+                                                                instance))
 
     def _pci_held(self, instance) -> list[guests.Hostdev]:
         return sorted((h for h in self._held(instance)

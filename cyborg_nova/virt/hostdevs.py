@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Iterable
+from typing import Callable, Iterable
 from xml.etree import ElementTree
 
 from nova import exception
@@ -130,33 +130,47 @@ def in_guest(guest, unit: str) -> bool:
         unit)
 
 
-def unplug(guest, instance, units: list[guests.Hostdev],
-           unplugged: list[guests.Hostdev]) -> None:
-    """Unplug PCI ``units`` from the running guest.
+def suspend_without(guest, instance, units: list[guests.Hostdev],
+                    suspend: Callable[[], None]) -> None:
+    """``suspend()`` the guest with PCI ``units`` unplugged first.
 
-    Each unit unplugged is appended to ``unplugged`` as it goes, so a
-    caller that gets an exception knows which to plug in again.
+    QEMU cannot save a guest with a VFIO device lacking migration
+    support (libvirt refuses the managed save): as Nova does for its own
+    devices, the units are unplugged from the running guest (its
+    definition, allocation and units stay) and plugged in again at
+    resume (:func:`replug`); on a failure, at once.
 
-    :raises nova.exception.InstanceSuspendFailure: the guest did not
-        release a unit in time.
+    :raises nova.exception.InstanceFaultRollback: the guest did not
+        release a unit in time, or the suspend failed.
     """
-    for hostdev in units:
-        if not in_guest(guest, hostdev.unit):
-            continue
-        guest.detach_device(config(hostdev), live=True)
-        deadline = time.monotonic() + SUSPEND_DETACH_TIMEOUT
-        while in_guest(guest, hostdev.unit):
-            if time.monotonic() > deadline:
-                raise exception.InstanceSuspendFailure(
-                    reason='the guest did not release accelerator unit %s '
-                           'within %d s' % (hostdev.unit,
-                                            SUSPEND_DETACH_TIMEOUT))
-            time.sleep(0.5)
-        unplugged.append(hostdev)
-    if unplugged:
-        LOG.info('Instance %s: accelerator units %s unplugged for the '
-                 'suspend', instance.uuid,
-                 ', '.join(h.unit for h in unplugged))
+    unplugged: list[guests.Hostdev] = []
+    try:
+        for hostdev in units:
+            if not in_guest(guest, hostdev.unit):
+                continue
+            guest.detach_device(config(hostdev), live=True)
+            deadline = time.monotonic() + SUSPEND_DETACH_TIMEOUT
+            while in_guest(guest, hostdev.unit):
+                if time.monotonic() > deadline:
+                    raise exception.InstanceSuspendFailure(
+                        reason='the guest did not release accelerator '
+                               'unit %s within %d s'
+                               % (hostdev.unit, SUSPEND_DETACH_TIMEOUT))
+                time.sleep(0.5)
+            unplugged.append(hostdev)
+        if unplugged:
+            LOG.info('Instance %s: accelerator units %s unplugged for the '
+                     'suspend', instance.uuid,
+                     ', '.join(h.unit for h in unplugged))
+        suspend()
+    except Exception as exc:
+        replug(guest, instance, unplugged)
+        if isinstance(exc, exception.InstanceFaultRollback):
+            raise
+        raise exception.InstanceFaultRollback(
+            inner_exception=exception.InstanceSuspendFailure(
+                reason='accelerator units of instance %s: %s'
+                       % (instance.uuid, exc)))
 
 
 def replug(guest, instance, units: list[guests.Hostdev]) -> list[str]:

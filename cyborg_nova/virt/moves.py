@@ -99,35 +99,41 @@ def consumer_allocations(context, consumer: str) -> dict | None:
         return None
 
 
-def live_attached(context, instance, consumer: str,
-                  ours: dict[str, tuple[str, str]]) -> list[str]:
-    """What ``consumer`` holds on ``ours`` beyond ``instance``'s flavor.
+def live_attached(context, instance, ours: dict[str, tuple[str, str]]
+                  ) -> str | None:
+    """Why a cold move of ``instance`` cannot carry its units, or None.
 
     Units ``cyborg-nova instance-attach`` added to a running guest are
     allocated to the instance but asked for by no flavor: Nova's
     scheduler does not claim them on a destination, and its move deletes
-    them with the source's allocation. One sentence per resource class
-    held beyond what the flavor asks for (Nova's own reading of the
-    flavor, ``resources_from_flavor``), naming the accelerators that
-    hold it.
+    them with the source's allocation. Each resource class held on
+    ``ours`` beyond what the flavor asks for (Nova's own reading of the
+    flavor, ``resources_from_flavor``) is named, with the accelerators
+    that hold it.
     """
-    allocations = consumer_allocations(context, consumer)
-    if not allocations:
-        return []
+    allocations = consumer_allocations(
+        context, move_consumer(context, instance.uuid))
     held: dict[str, dict[str, int]] = {}
-    for rp, alloc in allocations.items():
+    for rp, alloc in (allocations or {}).items():
         if rp not in ours:
             continue
         for rc, amount in alloc.get('resources', {}).items():
             held.setdefault(rc, {})[ours[rp][1]] = amount
     if not held:
-        return []
+        return None
     asked = scheduler_utils.resources_from_flavor(instance, instance.flavor)
-    return ['%d %s on %s, its flavor asks for %d'
-            % (sum(by.values()), rc, ', '.join(sorted(by)),
-               asked.get(rc, 0))
-            for rc, by in sorted(held.items())
-            if sum(by.values()) > asked.get(rc, 0)]
+    extra = ['%d %s on %s, its flavor asks for %d'
+             % (sum(by.values()), rc, ', '.join(sorted(by)),
+                asked.get(rc, 0))
+             for rc, by in sorted(held.items())
+             if sum(by.values()) > asked.get(rc, 0)]
+    if not extra:
+        return None
+    return ('instance %s holds accelerators attached to it live '
+            '(instance-attach), which a resize or cold migration cannot '
+            'carry: %s; detach them first (cyborg-nova instance-detach), '
+            'or give the instance a flavor that asks for them'
+            % (instance.uuid, '; '.join(extra)))
 
 
 def move_consumer(context, instance_uuid: str) -> str:

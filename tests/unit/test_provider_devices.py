@@ -55,6 +55,11 @@ def test_a_device_without_record_or_on_no_bus_is_not_given(store):
     assert host.devices == {}
     assert host.unrecorded == {
         providers.provider_uuid(NODE, other.address): (NODE, other.address)}
+    # A cycle that could read nothing forgets every record.
+    provider_devices.record(store, NODE, [other])
+    assert len(provider_devices.recorded(store, [NODE]).devices) == 1
+    store.clear_reported(NODE)
+    assert provider_devices.recorded(store, [NODE]).devices == {}
 
 
 def test_remote_devices_are_in_the_same_lookup(store):

@@ -127,8 +127,7 @@ class TestGuestDevices(base.LibvirtAcceleratorTestCase):
         def forget_records():
             if unrecord:
                 # As a store written before records were kept.
-                store.set_reported('crypto1', {
-                    a: None for a in store.devices('crypto1')})
+                store.clear_reported('crypto1')
         reads = self.count_sysfs_reads('crypto1', 'spawn', forget_records)
         flavor = self.flavor({'resources:CUSTOM_QAT': '2',
                               'trait:CUSTOM_QAT_DC': 'required'})

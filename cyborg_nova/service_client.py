@@ -74,6 +74,9 @@ class ServiceError(Exception):
         error answer, else the start of the answer) or, without a
         status, why there was no usable answer.
     :ivar hint: what to do about it; may be empty.
+
+    The message is ``<peer>: <METHOD> <url> <outcome>; <hint>``, or
+    ``<peer> unreachable: ...`` when the call never ``reached`` it.
     """
 
     def __init__(self, peer: str, method: str, url: str, outcome: str,

@@ -167,6 +167,14 @@ class UnitBooks:
             consumer, device.provider, accelerator.units, count,
             hostdev=lambda unit: hostdev_kind(accelerator, unit))
 
+    def units_of(self, consumers: Iterable[str], providers: Iterable[str]
+                 ) -> list[str]:
+        """Every unit ``consumers`` hold on ``providers``, sorted."""
+        providers = list(providers)
+        return sorted(u for c in set(consumers) for units in
+                      self.units.of_consumer(c, providers).values()
+                      for u in units)
+
     def hostdevs(self, consumer: str, providers: Iterable[str],
                  devices: DeviceLookup | None = None) -> list[Hostdev]:
         """What ``consumer``'s units on ``providers`` are in its guest.

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 
-from nova.compute import task_states
 from nova import context as nova_context
 from nova import exception
 
@@ -43,12 +42,6 @@ from cyborg_nova.virt import hostdevs
 from cyborg_nova.virt import moves
 
 LOG = logging.getLogger(__name__)
-
-# Task states in which cleanup() destroys a guest that comes back on
-# this host at once, so it keeps its units.
-_COMES_BACK = (task_states.REBUILDING,
-               task_states.REBUILD_BLOCK_DEVICE_MAPPING,
-               task_states.REBUILD_SPAWNING)
 
 
 class GuestAcceleratorsMixin:
@@ -209,11 +202,9 @@ class GuestAcceleratorsMixin:
 
     def check_can_live_migrate_source(self, context, instance,
                                       dest_check_data, *args, **kwargs):
-        ours = self._our_providers()
-        consumers = {instance.uuid, moves.move_consumer(context,
-                                                        instance.uuid)}
-        units = sorted(u for c in consumers for us in self._books(
-        ).units.of_consumer(c, ours).values() for u in us)
+        units = self._books().units_of(
+            {instance.uuid, moves.move_consumer(context, instance.uuid)},
+            self._our_providers())
         if units:
             raise exception.MigrationPreCheckError(
                 reason='instance %s holds accelerator units %s on this '
@@ -248,20 +239,11 @@ class GuestAcceleratorsMixin:
                 destroy_disks=destroy_disks, migrate_data=migrate_data,
                 destroy_vifs=destroy_vifs, destroy_secrets=destroy_secrets)
         finally:
-            reason = self._leaving(instance, destroy_disks)
+            reason = moves.leaving(instance, self._our_nodes(),
+                                   destroy_disks)
             if reason:
                 freed = self._books().release(instance.uuid,
                                               self._our_providers())
                 if freed:
                     LOG.info('Instance %s released %d accelerator unit(s) '
                              '(%s)', instance.uuid, freed, reason)
-
-    def _leaving(self, instance, destroy_disks) -> str | None:
-        """Why the guest leaves this host for good, or None if it stays."""
-        if instance.task_state == task_states.RESIZE_REVERTING:
-            return 'resize reverted away from this host'
-        if instance.node not in self._our_nodes():
-            return 'the instance lives on %s now' % instance.node
-        if destroy_disks and instance.task_state not in _COMES_BACK:
-            return 'guest destroyed with its disks'
-        return None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 
+from nova.compute import task_states
 from nova import exception
 from nova import objects
 from nova.scheduler.client import report
@@ -34,6 +35,11 @@ LOG = logging.getLogger(__name__)
 # Moves for which Nova's conductor gives the instance's allocation to the
 # migration record (evacuations keep it on the instance).
 _MOVES_WITH_MIGRATION_CONSUMER = ('migration', 'resize', 'live-migration')
+# Task states in which cleanup() destroys a guest that comes back on
+# this host at once, so it keeps its units.
+_COMES_BACK = (task_states.REBUILDING,
+               task_states.REBUILD_BLOCK_DEVICE_MAPPING,
+               task_states.REBUILD_SPAWNING)
 # Statuses after which a migration record holds nothing any more.
 _ENDED = ('confirmed', 'reverted', 'error', 'failed', 'completed',
           'cancelled', 'done')
@@ -145,3 +151,19 @@ def move_consumer(context, instance_uuid: str) -> str:
     link = links(context)(instance_uuid)
     return (link.migration if link is not None
             and link.instance == instance_uuid else instance_uuid)
+
+
+def leaving(instance, our_nodes, destroy_disks: bool) -> str | None:
+    """Why a guest cleaned up leaves this host for good, or None.
+
+    Its units are freed then (delete, shelve offload, revert on the
+    destination, the source after an evacuation), kept when it comes
+    back (hard reboot, rebuild).
+    """
+    if instance.task_state == task_states.RESIZE_REVERTING:
+        return 'resize reverted away from this host'
+    if instance.node not in our_nodes:
+        return 'the instance lives on %s now' % instance.node
+    if destroy_disks and instance.task_state not in _COMES_BACK:
+        return 'guest destroyed with its disks'
+    return None

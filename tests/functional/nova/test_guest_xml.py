@@ -26,7 +26,7 @@ from lxml import etree
 import testtools
 
 from cyborg_drivers import guest_xml
-from cyborg_nova.virt import hostdevs as guest
+from cyborg_nova.virt import hostdevs
 
 DOMAIN = """<domain type='kvm'>
   <name>validate</name>
@@ -56,7 +56,7 @@ class TestHostdevSchema(testtools.TestCase):
     def test_pci_hostdevs_validate(self):
         for address in ('0000:3b:00.0', '0000:af:01.7', '0001:00:1f.3',
                         '10000:01:00.0'):
-            xml = etree.tostring(guest.pci_hostdev(address).format_dom(),
+            xml = etree.tostring(hostdevs.pci_hostdev(address).format_dom(),
                                  encoding='unicode')
             rc, out = self.validate(xml)
             self.assertEqual(0, rc, '%s: %s\n%s' % (address, out, xml))
@@ -71,7 +71,7 @@ class TestHostdevSchema(testtools.TestCase):
 
     def test_not_an_address(self):
         for bad in ('3b:00.0', '0000:3b:00.8', '../../etc', ''):
-            self.assertRaises(ValueError, guest.pci_hostdev, bad)
+            self.assertRaises(ValueError, hostdevs.pci_hostdev, bad)
             self.assertRaises(ValueError, guest_xml.pci_hostdev, bad)
 
 
@@ -83,5 +83,5 @@ class TestSameXmlWithoutNova(testtools.TestCase):
                         '10000:01:00.0', '0000:d8:00.1', 'ffff:ff:1f.7'):
             for pretty in (True, False):
                 self.assertEqual(
-                    guest.pci_hostdev(address).to_xml(pretty_print=pretty),
+                    hostdevs.pci_hostdev(address).to_xml(pretty_print=pretty),
                     guest_xml.pci_hostdev_xml(address, pretty))

@@ -26,7 +26,8 @@ the rest of the project calls its table API.
   user_version`` (why not alembic: there, and in
   ``doc/source/contributor/layers.rst``);
 * :mod:`.devices`: :class:`StateStore`, what callers open: device
-  states, installed drivers and VF counts;
+  states, the device each update cycle reported, installed drivers and
+  VF counts;
 * :mod:`.units`: which PCI functions serve which Placement allocation
   (``StateStore.units``; the rules are :mod:`cyborg_nova.assignments`);
 * :mod:`.jobs`: the programming journal's jobs and steps

@@ -336,7 +336,7 @@ class AcceleratorDriver(abc.ABC):
         host's store knows, after its VF count was written back, before
         guests resume. The default has nothing to redo: the kernel keeps
         the rest, or (vGPUs) a unit is made again when a guest is given
-        it.
+        it. Reads no option, as :meth:`prepare_units`.
 
         :returns: why the device could not be restored (empty: it was,
             or needed nothing); the caller fences it with the reasons.

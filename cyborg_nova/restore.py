@@ -37,6 +37,7 @@ from typing import Callable, Sequence
 
 from cyborg_drivers import base
 from cyborg_drivers import device as device_model
+from cyborg_drivers import loader
 from cyborg_drivers import sysfs
 from cyborg_nova import providers
 from cyborg_nova import store as state_store
@@ -71,7 +72,7 @@ class Outcome:
 def restore_vfs(store: state_store.StateStore, nodename: str,
                 sysfs_root: str, set_num_vfs: SetNumVfs,
                 allocations_for: providers.AllocationLookup,
-                drivers: Sequence[base.AcceleratorDriver] = ()
+                drivers: Sequence[base.AcceleratorDriver] | None = None
                 ) -> list[Outcome]:
     """Give every PF of ``nodename`` its recorded VF count back.
 
@@ -83,9 +84,10 @@ def restore_vfs(store: state_store.StateStore, nodename: str,
     :param allocations_for: ``rp_uuid -> {consumer: ...} | None``; asked
         only for a PF that has VFs to lose (None: Placement cannot say,
         which fences the PF).
-    :param drivers: the drivers in effect, whose :meth:`~cyborg_drivers.
+    :param drivers: the loaded drivers, whose :meth:`~cyborg_drivers.
         base.AcceleratorDriver.restore` is then asked for each of their
-        devices in the store (none: VF counts only).
+        devices in the store; by default the installed driver each
+        device's row names, loaded without options.
     :returns: one outcome per recorded PF, by address, then one per
         device a driver could not restore.
     """
@@ -95,9 +97,8 @@ def restore_vfs(store: state_store.StateStore, nodename: str,
                     store.vf_counts(nodename).items())]
     fenced = {o.address for o in outcomes if o.action in (FENCED, FAILED)}
     counts = store.vf_counts(nodename)
-    by_name = {d.name: d for d in drivers}
     for address, row in sorted(store.devices(nodename).items()):
-        driver = by_name.get(row.driver)
+        driver = _driver(row.driver, drivers)
         if driver is None or address in fenced or row.missing:
             continue
         try:
@@ -110,6 +111,14 @@ def restore_vfs(store: state_store.StateStore, nodename: str,
                 store, nodename, address, count, None,
                 '; '.join(reasons), prefix='not restored at start: '))
     return outcomes
+
+
+def _driver(name: str, drivers) -> base.AcceleratorDriver | None:
+    if drivers is not None:
+        return next((d for d in drivers if d.name == name), None)
+    if name not in loader.installed():
+        return None
+    return loader.unconfigured(name)
 
 
 def _sriov(sysfs_root: str, address: str

@@ -112,8 +112,8 @@ class Unrestorable(qat_driver.IntelQatDriver):
             else []
 
 
-def test_a_device_its_driver_cannot_restore_is_fenced(host_tree,
-                                                      tmp_path):
+def test_a_device_its_driver_cannot_restore_is_fenced(host_tree, tmp_path,
+                                                      monkeypatch):
     root = host_tree('crypto-nic-host')
     conf = cfg.ConfigOpts()
     conf([])
@@ -124,6 +124,17 @@ def test_a_device_its_driver_cannot_restore_is_fenced(host_tree,
     unchanged = restore.restore_vfs(store, NODE, root, None, dict.get,
                                     drivers=drivers)
     assert unchanged == []
+    # Without drivers given, the installed one each row names is asked.
+    assert restore.restore_vfs(store, NODE, root, None, dict.get) == []
+    asked = []
+
+    def unconfigured(name):
+        asked.append(name)
+        return Unrestorable(conf)
+    monkeypatch.setattr(loader, 'unconfigured', unconfigured)
+    [outcome] = restore.restore_vfs(store, NODE, root, None, dict.get)
+    assert asked and set(asked) == {'intel_qat'}
+    assert outcome.reason == 'not restored at start: its services are gone'
     [outcome] = restore.restore_vfs(store, NODE, root, None, dict.get,
                                     drivers=[Unrestorable(conf)])
     assert (outcome.address, outcome.action) == ('0000:70:00.0',

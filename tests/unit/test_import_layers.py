@@ -305,7 +305,7 @@ def test_every_import_goes_down_the_stack():
 
 def test_no_import_circles():
     # E.g. the privileged FPGA check must not load the drivers that call
-    # it: both read the cards through cyborg_drivers.fpga_regions.
+    # it: both read the cards through cyborg_drivers.fpga.regions.
     assert circles(ROOT) == []
 
 

@@ -260,6 +260,28 @@ class AcceleratorDriver(abc.ABC):
         """
         return False
 
+    def unit_hostdev(self, accelerator: device_model.Accelerator,
+                     unit: str) -> str:
+        """How ``unit`` of ``accelerator`` goes into a guest.
+
+        One of :data:`~cyborg_drivers.device.HOSTDEV_KINDS`, recorded
+        with the unit when it is given, so building the guest reads no
+        sysfs. The default (:func:`~cyborg_drivers.device.
+        default_hostdev`): a PCI function libvirt binds to vfio-pci, or a
+        mediated device by its uuid. Reads no option.
+        """
+        return device_model.default_hostdev(unit)
+
+    def hotplug_refusal(self, accelerator: device_model.Accelerator
+                        ) -> str | None:
+        """Why ``accelerator``'s units cannot be plugged into a running guest.
+
+        None (the default): they can. A family whose units must be made
+        before a guest starts (e.g. a vGPU the guest's firmware has to
+        see) says why not; ``cyborg-nova attach`` refuses with it.
+        """
+        return None
+
     def migratable(self, accelerator: device_model.Accelerator,
                    unit: str) -> bool:
         """Whether a guest can keep ``unit`` through a live migration.

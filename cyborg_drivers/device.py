@@ -37,6 +37,26 @@ PCI_ADDRESS_RE = re.compile(
 DEVICE_TYPES = ('GPU', 'FPGA', 'CRYPTO', 'NIC', 'GENERIC')
 
 
+#: How a unit is put into a guest (a libvirt ``<hostdev>``): a PCI
+#: function libvirt binds to vfio-pci (``managed='yes'``) ...
+HOSTDEV_PCI = 'pci'
+#: ... a PCI function that keeps its own driver, which is already its
+#: VFIO driver (``managed='no'``, e.g. a vendor-VFIO vGPU VF) ...
+HOSTDEV_PCI_UNMANAGED = 'pci-unmanaged'
+#: ... or a mediated device, by its uuid.
+HOSTDEV_MDEV = 'mdev'
+HOSTDEV_KINDS = (HOSTDEV_PCI, HOSTDEV_PCI_UNMANAGED, HOSTDEV_MDEV)
+
+
+def default_hostdev(unit: str) -> str:
+    """How ``unit`` goes into a guest unless its driver says otherwise.
+
+    A PCI address is a managed PCI hostdev; anything else (a uuid) is a
+    mediated device.
+    """
+    return HOSTDEV_PCI if is_pci_address(unit) else HOSTDEV_MDEV
+
+
 def is_pci_address(value: str) -> bool:
     """True for a full, lowercase PCI address such as ``0000:3b:00.0``.
 

@@ -21,17 +21,19 @@ guest`) and hot-plug (:mod:`cyborg_nova.hotplug.flow`):
 - :meth:`UnitBooks.give`: a consumer's units made to match its
   allocations (missing units assigned and made, others freed);
 - :meth:`UnitBooks.assign`: units of one device given, each recorded
-  with what it is in the guest (:func:`hostdev_kind`), so that building
-  the guest later reads no sysfs;
+  with how it goes into the guest (as its driver says:
+  :func:`cyborg_nova.unit_work.hostdev_kind`), so that building the
+  guest later reads no sysfs;
 - :meth:`UnitBooks.move`, :meth:`UnitBooks.release`: the units follow
   an allocation Placement moved, or are freed;
 - :meth:`UnitBooks.reconcile`: a provider's units against Placement's
   holders, with move links and the units libvirt domains still hold.
 
-Units freed are retired by the injected per-unit work (:class:`VgpuWork`
-undoes what it made of a vGPU unit). What Nova knows (allocations, move
-links, the domains' hostdevs) comes in as plain data and callables; a
-unit that cannot be given raises :class:`UnitsUnavailable`.
+Units freed are retired by the injected per-unit work
+(:class:`DriverWork` asks the device's driver to undo what it made,
+e.g. a vGPU). What Nova knows (allocations, move links, the domains'
+hostdevs) comes in as plain data and callables; a unit that cannot be
+given raises :class:`UnitsUnavailable`.
 """
 
 from __future__ import annotations
@@ -44,23 +46,9 @@ from typing import Callable, Iterable, Mapping, Protocol
 from cyborg_drivers import device as device_model
 from cyborg_nova import assignments
 from cyborg_nova import provider_devices
-from cyborg_nova import vgpus
+from cyborg_nova import unit_work
 
 LOG = logging.getLogger(__name__)
-
-#: A unit given as a PCI ``<hostdev managed='yes'>``.
-PCI = 'pci'
-#: A vendor-VFIO vGPU VF: a PCI ``<hostdev managed='no'>`` (it keeps
-#: the vendor's driver, which is its VFIO driver).
-PCI_UNMANAGED = 'pci-unmanaged'
-#: A mediated device (an mdev vGPU): an mdev ``<hostdev>``.
-MDEV = 'mdev'
-KINDS = (PCI, PCI_UNMANAGED, MDEV)
-
-# The capability by which an accelerator says its units are
-# vendor-VFIO VFs (as its ``GET /hardware`` entry publishes it).
-_FRAMEWORK = 'vgpu_framework'
-_VENDOR_VFIO = 'vfio'
 
 #: ``devices(providers)``: {provider uuid: device} of the providers
 #: asked for (those without a device left out).
@@ -73,17 +61,6 @@ class UnitsUnavailable(Exception):
     """Units a consumer's allocation needs cannot be given; says why."""
 
 
-def hostdev_kind(accelerator: device_model.Accelerator | None,
-                 unit: str) -> str:
-    """What ``unit`` of ``accelerator`` is in the guest: one of KINDS."""
-    if not device_model.is_pci_address(unit):
-        return MDEV
-    if accelerator is not None and dict(accelerator.capabilities).get(
-            _FRAMEWORK) == _VENDOR_VFIO:
-        return PCI_UNMANAGED
-    return PCI
-
-
 class UnitWork(Protocol):
     """What a unit needs done when given, and when freed."""
 
@@ -91,18 +68,18 @@ class UnitWork(Protocol):
                 units: list[str]) -> list[str]:
         """Make ``units`` usable by a guest; the units made.
 
-        :raises vgpus.VgpuError: a unit cannot be made.
+        :raises unit_work.UnitWorkError: a unit cannot be made.
         """
 
     def retire(self, units: list[str]) -> None:
         """Undo what :meth:`prepare` made of freed ``units``."""
 
 
-class VgpuWork:
-    """The per-unit work of :mod:`cyborg_nova.vgpus`.
+class DriverWork:
+    """The per-unit work of :mod:`cyborg_nova.unit_work`.
 
     :param sysfs_root: the sysfs root, asked on each use.
-    :param ops: the privileged writes (:class:`vgpus.PrivsepOps`),
+    :param ops: the privileged writes (:class:`unit_work.PrivsepOps`),
         asked on each use so a test can put a fake kernel's in.
     """
 
@@ -113,11 +90,11 @@ class VgpuWork:
 
     def prepare(self, accelerator: device_model.Accelerator,
                 units: list[str]) -> list[str]:
-        return vgpus.prepare(self._root(), accelerator, units, self._ops())
+        return unit_work.prepare(self._root(), accelerator, units, self._ops())
 
     def retire(self, units: list[str]) -> None:
         if units:
-            vgpus.retire(self._root(), units, self._ops())
+            unit_work.retire(self._root(), units, self._ops())
 
 
 class NoWork:
@@ -165,7 +142,7 @@ class UnitBooks:
         accelerator = device.accelerator
         return self.units.assign(
             consumer, device.provider, accelerator.units, count,
-            hostdev=lambda unit: hostdev_kind(accelerator, unit))
+            hostdev=lambda unit: unit_work.hostdev_kind(accelerator, unit))
 
     def units_of(self, consumers: Iterable[str], providers: Iterable[str]
                  ) -> list[str]:
@@ -174,6 +151,17 @@ class UnitBooks:
         return sorted(u for c in set(consumers) for units in
                       self.units.of_consumer(c, providers).values()
                       for u in units)
+
+    def providers_in_use(self, providers: Iterable[str]) -> list[str]:
+        """Those of ``providers`` with a unit assigned here, sorted.
+
+        Only they have rows for :meth:`reconcile` to bring in line:
+        asking Placement about the others would cost a request each,
+        every cycle, to change nothing.
+        """
+        wanted = set(providers)
+        return sorted({row.provider for row in self.units.all()
+                       if row.provider in wanted})
 
     def hostdevs(self, consumer: str, providers: Iterable[str],
                  devices: DeviceLookup | None = None) -> list[Hostdev]:
@@ -185,7 +173,8 @@ class UnitBooks:
         """
         rows = sorted(self.units.rows_of_consumer(consumer, providers),
                       key=lambda r: (r.provider, r.unit))
-        old = sorted({r.provider for r in rows if r.hostdev not in KINDS})
+        old = sorted({r.provider for r in rows
+                      if r.hostdev not in device_model.HOSTDEV_KINDS})
         found: Mapping = {}
         if old and devices is not None:
             try:
@@ -193,10 +182,15 @@ class UnitBooks:
             except Exception as exc:
                 LOG.warning('Devices of providers %s cannot be read: %s',
                             ', '.join(old), exc)
-        return [Hostdev(r.unit, r.hostdev if r.hostdev in KINDS else
-                        hostdev_kind(getattr(found.get(r.provider),
-                                             'accelerator', None), r.unit))
-                for r in rows]
+        return [Hostdev(r.unit, self._kind(r, found)) for r in rows]
+
+    @staticmethod
+    def _kind(row, found) -> str:
+        if row.hostdev in device_model.HOSTDEV_KINDS:
+            return row.hostdev
+        device = found.get(row.provider)
+        return unit_work.hostdev_kind(
+            getattr(device, 'accelerator', None), row.unit)
 
     # -- a consumer's units made to match its allocations -------------------
 
@@ -262,7 +256,7 @@ class UnitBooks:
                 self.work.retire(extra)
             try:
                 made = self.work.prepare(device.accelerator, units[:count])
-            except vgpus.VgpuError as exc:
+            except unit_work.UnitWorkError as exc:
                 _unavailable(strict, consumer, 'accelerator %s: %s'
                              % (address, exc))
                 continue
@@ -274,16 +268,28 @@ class UnitBooks:
 
     # -- allocations Placement moved or freed -------------------------------
 
-    def release(self, consumer: str, providers: Iterable[str]) -> int:
-        """Free what ``consumer`` holds on ``providers``; how many."""
+    def release(self, consumer: str, providers: Iterable[str],
+                why: str = '') -> int:
+        """Free what ``consumer`` holds on ``providers``; how many.
+
+        :param why: when given, a release that frees anything is logged
+            with it.
+        """
         providers = list(providers)
         held = self.units.of_consumer(consumer, providers)
         freed = self.units.release(consumer, providers=providers)
         self.work.retire([u for units in held.values() for u in units])
+        if freed and why:
+            LOG.info('Consumer %s released %d accelerator unit(s): %s',
+                     consumer, freed, why)
         return freed
 
-    def move(self, source: str, dest: str, providers: Iterable[str]) -> int:
-        """The units follow an allocation Placement moved; how many."""
+    def move(self, source: str, dest: str, providers: Iterable[str],
+             why: str = '') -> int:
+        """The units follow an allocation Placement moved; how many.
+
+        :param why: when given, a move of anything is logged with it.
+        """
         providers = list(providers)
         before = self.units.of_consumer(dest, providers)
         moved = self.units.move(source, dest, providers)
@@ -291,6 +297,9 @@ class UnitBooks:
             dest, providers).values() for u in units}
         self.work.retire([u for units in before.values() for u in units
                           if u not in kept])
+        if moved and why:
+            LOG.info('%d accelerator unit(s) of consumer %s now held by '
+                     '%s: %s', moved, source, dest, why)
         return moved
 
     def reconcile(self, provider: str,

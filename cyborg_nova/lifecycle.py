@@ -310,8 +310,11 @@ def _no_such_setting(name: str, setting: str) -> str:
     """Why driver ``name`` cannot change ``setting``: which drivers can."""
     having = sorted(n for n, cls in loader.installed().items()
                     if setting in cls.SETTINGS)
+    if not having:
+        return ('no installed driver has a %s setting (asked of %s)'
+                % (setting, name))
     return ('the %s setting applies to the %s driver%s only, not %s'
-            % (setting, ', '.join(having) or 'no installed',
+            % (setting, ', '.join(having),
                's' if len(having) > 1 else '', name))
 
 

@@ -26,7 +26,7 @@ each of the driver's devices the store knows once the VF counts are
 back; a device it cannot restore is fenced the same way. Units a guest
 is given (vGPUs: a mediated device, a VF's vGPU type) need nothing
 here: they are made again when the guest is given them, at its resume
-or hard reboot (see :mod:`cyborg_nova.vgpus`).
+or hard reboot (see :mod:`cyborg_nova.unit_work`).
 """
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ class HostOps:
 
 
 class VgpuKernel:
-    """``ops`` (e.g. :class:`cyborg_nova.vgpus.PrivsepOps`) plus the kernel.
+    """``ops`` (e.g. :class:`cyborg_nova.unit_work.PrivsepOps`) and a kernel.
 
     :attr writes: ``(file below the tree, text)`` of every privileged
         write, read back from the tree after the daemon made it.

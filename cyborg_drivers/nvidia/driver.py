@@ -126,6 +126,21 @@ Related options:
     def claims(self, function: sysfs.PciFunction) -> bool:
         return _is_gpu(function)
 
+    def unit_hostdev(self, accelerator: device_model.Accelerator,
+                     unit: str) -> str:
+        """A vendor-VFIO VF stays on nvidia (its VFIO driver): unmanaged."""
+        if (device_model.is_pci_address(unit)
+                and dict(accelerator.capabilities).get(FRAMEWORK) == VFIO):
+            return device_model.HOSTDEV_PCI_UNMANAGED
+        return super().unit_hostdev(accelerator, unit)
+
+    def hotplug_refusal(self, accelerator: device_model.Accelerator
+                        ) -> str | None:
+        if dict(accelerator.capabilities).get('vgpu_type'):
+            return ('it offers vGPU units, which are given at spawn only '
+                    '(a flavor with resources:VGPU), never hot-plugged')
+        return None
+
     @classmethod
     def unit_ops(cls) -> vgpu_units.PrivsepOps:
         """mdev create and remove, vGPU type writes (:mod:`.units`)."""

@@ -120,6 +120,10 @@ class Collector:
         with self._lock:
             client = self._clients.get(key)
             if client is None:
+                # An agent that registered again elsewhere is not called
+                # at its old endpoint any more: its old client goes.
+                for old in [k for k in self._clients if k[0] == agent.host]:
+                    self._clients.pop(old).close()
                 client = self._clients[key] = service_client.Client(
                     agent.endpoint, 'agent %s' % agent.host,
                     token=self.token, timeout=self.timeout,

@@ -52,6 +52,7 @@ from cyborg_nova.hotplug import guest as guest_lib
 from cyborg_nova import provider_devices
 from cyborg_nova import providers
 from cyborg_nova import store as state_store
+from cyborg_nova import unit_work
 
 LOG = logging.getLogger(__name__)
 
@@ -104,10 +105,9 @@ def check_attachable(store: state_store.StateStore, nodename: str,
         raise AttachError(
             'accelerator %s is %s%s; only a ready device is attached'
             % (address, row.state, ' (%s)' % why if why else ''))
-    if dict(accelerator.capabilities).get('vgpu_type'):
-        raise AttachError('accelerator %s offers vGPU units, which are '
-                          'given at spawn only (a flavor with '
-                          'resources:VGPU), never hot-plugged' % address)
+    refusal = unit_work.hotplug_refusal(accelerator)
+    if refusal:
+        raise AttachError('accelerator %s: %s' % (address, refusal))
     if count < 1 or count > len(accelerator.units):
         raise AttachError('accelerator %s has %d unit(s); cannot attach %d'
                           % (address, len(accelerator.units), count))

@@ -12,18 +12,13 @@
 
 """Nova's hooks into the unit books (:mod:`cyborg_nova.guests`).
 
-For the libvirt driver only. Each hook hands Nova's view (allocations,
-migration records, the domains' hostdevs) to the unit books as plain
-data: spawn, finish_migration and hard reboot give the instance its
-units; migrate_disk_and_power_off, confirm and revert move or free them
-with the allocation; cleanup frees them when the guest leaves the host
-for good; every update cycle reconciles each provider with Placement.
-The guest XML gets each unit's ``<hostdev>`` as its row records it, and
-the device behind a provider comes from what the update cycle stored
-(:mod:`cyborg_nova.provider_devices`): a guest build reads no sysfs.
-Live migration with units is refused: they cannot follow the guest.
-Which providers are this host's never comes from ``instance.node`` (in
-an evacuation it names the source until after spawn).
+For the libvirt driver only: Nova's hooks, each handing Nova's view
+(allocations, migration records, the domains' hostdevs) to the unit
+books (:mod:`cyborg_nova.guests`) as plain data. A guest build reads no
+sysfs: the devices come from what the update cycle recorded, the
+``<hostdev>`` kinds from the unit rows. Which providers are this host's
+never comes from ``instance.node`` (in an evacuation it names the
+source until after spawn).
 """
 
 from __future__ import annotations
@@ -33,11 +28,10 @@ import logging
 from nova import context as nova_context
 from nova import exception
 
-from cyborg_drivers import device as device_model
 from cyborg_nova import assignments
 from cyborg_nova import guests
 from cyborg_nova import provider_devices
-from cyborg_nova import vgpus
+from cyborg_nova import unit_work
 from cyborg_nova.virt import hostdevs
 from cyborg_nova.virt import moves
 
@@ -55,7 +49,7 @@ class GuestAcceleratorsMixin:
         super().__init__(virtapi, *args, **kwargs)
         self._unit_books: guests.UnitBooks | None = None
         #: The privileged writes that make and undo vGPU units.
-        self._vgpu_ops = vgpus.PrivsepOps()
+        self._unit_ops = unit_work.PrivsepOps()
 
     def _books(self) -> guests.UnitBooks:
         # Opened once: opening migrates the store in a write transaction.
@@ -63,7 +57,7 @@ class GuestAcceleratorsMixin:
             self._updater()
             self._unit_books = guests.UnitBooks(
                 assignments.Assignments(self._accelerator_store),
-                guests.VgpuWork(self._sysfs_root, lambda: self._vgpu_ops))
+                guests.DriverWork(self._sysfs_root, lambda: self._unit_ops))
         return self._unit_books
 
     def _devices(self, providers) -> dict:
@@ -102,7 +96,8 @@ class GuestAcceleratorsMixin:
                                      allocations=allocations)
         try:
             reconcile = self._reconciler(nova_context.get_admin_context())
-            for rp in sorted(self._our_providers([nodename])):
+            for rp in self._books().providers_in_use(
+                    self._our_providers([nodename])):
                 reconcile(rp)
         except Exception:
             LOG.exception('cyborg-nova: units of %s not reconciled with '
@@ -133,11 +128,8 @@ class GuestAcceleratorsMixin:
         # migration record: the units the stopped guest used follow it.
         consumer = moves.move_consumer(context, instance.uuid)
         if consumer != instance.uuid:
-            moved = self._books().move(instance.uuid, consumer,
-                                       self._our_providers())
-            if moved:
-                LOG.info('Instance %s: %d accelerator unit(s) now held by '
-                         'migration %s', instance.uuid, moved, consumer)
+            self._books().move(instance.uuid, consumer,
+                               self._our_providers(), 'the instance moves')
         return result
 
     def finish_migration(self, context, migration, instance, disk_info,
@@ -151,11 +143,9 @@ class GuestAcceleratorsMixin:
     def confirm_migration(self, context, migration, instance, network_info):
         super().confirm_migration(context, migration, instance,
                                   network_info)
-        freed = self._books().release(migration.uuid, self._our_providers())
-        if freed:
-            LOG.info('Instance %s: resize confirmed, released %d '
-                     'accelerator unit(s) of migration %s', instance.uuid,
-                     freed, migration.uuid)
+        self._books().release(migration.uuid, self._our_providers(),
+                              'instance %s confirmed its move'
+                              % instance.uuid)
 
     def finish_revert_migration(self, context, instance, network_info,
                                 migration, *args, **kwargs):
@@ -186,18 +176,13 @@ class GuestAcceleratorsMixin:
                                                                 instance))
 
     def _pci_held(self, instance) -> list[guests.Hostdev]:
-        return sorted((h for h in self._held(instance)
-                       if device_model.is_pci_address(h.unit)),
-                      key=lambda h: h.unit)
+        return hostdevs.pci_only(self._held(instance))
 
     def resume(self, context, instance, network_info, *args, **kwargs):
         result = super().resume(context, instance, network_info, *args,
                                 **kwargs)
-        plugged = hostdevs.replug(self._host.get_guest(instance), instance,
-                                  self._pci_held(instance))
-        if plugged:
-            LOG.info('Instance %s: accelerator units %s plugged in again '
-                     'after the resume', instance.uuid, ', '.join(plugged))
+        hostdevs.replug(self._host.get_guest(instance), instance,
+                        self._pci_held(instance))
         return result
 
     def check_can_live_migrate_source(self, context, instance,
@@ -207,10 +192,7 @@ class GuestAcceleratorsMixin:
             self._our_providers())
         if units:
             raise exception.MigrationPreCheckError(
-                reason='instance %s holds accelerator units %s on this '
-                       'host; cyborg-nova cannot live-migrate them: cold '
-                       'migrate or resize it instead'
-                       % (instance.uuid, ', '.join(units)))
+                reason=moves.no_live_migration(instance, units))
         return super().check_can_live_migrate_source(
             context, instance, dest_check_data, *args, **kwargs)
 
@@ -242,8 +224,5 @@ class GuestAcceleratorsMixin:
             reason = moves.leaving(instance, self._our_nodes(),
                                    destroy_disks)
             if reason:
-                freed = self._books().release(instance.uuid,
-                                              self._our_providers())
-                if freed:
-                    LOG.info('Instance %s released %d accelerator unit(s) '
-                             '(%s)', instance.uuid, freed, reason)
+                self._books().release(instance.uuid, self._our_providers(),
+                                      reason)

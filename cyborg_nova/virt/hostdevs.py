@@ -30,6 +30,7 @@ from xml.etree import ElementTree
 from nova import exception
 from nova.virt.libvirt import config as vconfig
 
+from cyborg_drivers import device as device_model
 from cyborg_drivers import guest_xml
 from cyborg_nova import assignments
 from cyborg_nova import audit
@@ -70,10 +71,10 @@ def mdev_hostdev(mdev: str) -> vconfig.LibvirtConfigGuestHostdevMDEV:
 
 def config(hostdev: guests.Hostdev):
     """Nova's config object of one unit, as its row says it is."""
-    if hostdev.kind == guests.MDEV:
+    if hostdev.kind == device_model.HOSTDEV_MDEV:
         return mdev_hostdev(hostdev.unit)
-    return pci_hostdev(hostdev.unit,
-                       managed=hostdev.kind != guests.PCI_UNMANAGED)
+    unmanaged = hostdev.kind == device_model.HOSTDEV_PCI_UNMANAGED
+    return pci_hostdev(hostdev.unit, managed=not unmanaged)
 
 
 def add_to_guest(guest: vconfig.LibvirtConfigGuest,
@@ -86,7 +87,8 @@ def add_to_guest(guest: vconfig.LibvirtConfigGuest,
     present = {d.uuid for d in guest.devices
                if isinstance(d, vconfig.LibvirtConfigGuestHostdevMDEV)}
     for hostdev in units:
-        if hostdev.kind == guests.MDEV and hostdev.unit in present:
+        if (hostdev.kind == device_model.HOSTDEV_MDEV
+                and hostdev.unit in present):
             continue
         guest.add_device(config(hostdev))
 
@@ -185,4 +187,13 @@ def replug(guest, instance, units: list[guests.Hostdev]) -> list[str]:
             LOG.error('Instance %s: accelerator unit %s could not be '
                       'plugged in again: %s; a hard reboot gives the guest '
                       'its units', instance.uuid, hostdev.unit, exc)
+    if plugged:
+        LOG.info('Instance %s: accelerator units %s plugged in again '
+                 'after the resume', instance.uuid, ', '.join(plugged))
     return plugged
+
+
+def pci_only(units: Iterable[guests.Hostdev]) -> list[guests.Hostdev]:
+    """The PCI functions of ``units`` (what suspend unplugs), sorted."""
+    return sorted((h for h in units if device_model.is_pci_address(h.unit)),
+                  key=lambda h: h.unit)

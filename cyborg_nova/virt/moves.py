@@ -167,3 +167,10 @@ def leaving(instance, our_nodes, destroy_disks: bool) -> str | None:
     if destroy_disks and instance.task_state not in _COMES_BACK:
         return 'guest destroyed with its disks'
     return None
+
+
+def no_live_migration(instance, units: list[str]) -> str:
+    """Why ``instance``, holding ``units`` here, is not live-migrated."""
+    return ('instance %s holds accelerator units %s on this host; '
+            'cyborg-nova cannot live-migrate them: cold migrate or resize '
+            'it instead' % (instance.uuid, ', '.join(units)))

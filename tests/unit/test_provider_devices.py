@@ -14,12 +14,14 @@
 
 import pytest
 
+from cyborg_drivers import device as device_model
 from cyborg_nova import assignments
 from cyborg_nova import guests
 from cyborg_nova import provider_devices
 from cyborg_nova import providers
 from cyborg_nova import remote_devices
 from cyborg_nova import store as state_store
+from cyborg_nova import unit_work
 from tests.unit.test_remote_devices import accelerator
 
 NODE = 'cn1'
@@ -84,15 +86,22 @@ def test_remote_devices_are_in_the_same_lookup(store):
 
 
 def test_each_unit_records_what_it_is_in_the_guest(store):
-    vfio = accelerator('0000:3b:00.0', capabilities=(
-        ('vgpu_framework', 'vfio'),))
+    # A vendor-VFIO vGPU GPU: its driver (nvidia_gpu, asked through the
+    # contract's unit_hostdev hook) keeps its VFs unmanaged.
+    vfio = accelerator('0000:3b:00.0', driver='nvidia_gpu',
+                       device_type='GPU', resource_class='VGPU',
+                       traits=(), vendor_id='10de', product_id='2335',
+                       class_code='030200', capabilities=(
+                           ('vgpu_type', '1414'), ('vgpu_framework', 'vfio')))
     books = guests.UnitBooks(assignments.Assignments(store))
     for acc in (accelerator(), vfio):
         books.assign('vm1', provider_devices.local(NODE, acc), 2)
     rps = provider_devices.found(None, NODE, [accelerator(), vfio])
     kinds = {h.unit: h.kind for h in books.hostdevs('vm1', rps)}
-    assert kinds == {'0000:70:00.1': guests.PCI, '0000:70:00.2': guests.PCI,
-                     '0000:3b:00.1': guests.PCI_UNMANAGED,
-                     '0000:3b:00.2': guests.PCI_UNMANAGED}
-    assert guests.hostdev_kind(None, '7f1c0c6e-8d3a-4c5e-9a52-1f0e6b7d2a11'
-                               ) == guests.MDEV
+    assert kinds == {'0000:70:00.1': device_model.HOSTDEV_PCI,
+                     '0000:70:00.2': device_model.HOSTDEV_PCI,
+                     '0000:3b:00.1': device_model.HOSTDEV_PCI_UNMANAGED,
+                     '0000:3b:00.2': device_model.HOSTDEV_PCI_UNMANAGED}
+    assert unit_work.hostdev_kind(
+        None, '7f1c0c6e-8d3a-4c5e-9a52-1f0e6b7d2a11'
+    ) == device_model.HOSTDEV_MDEV

@@ -535,20 +535,24 @@ class TestSteadyCycle(moves.MovesTestCase):
 
     hosts = ('host1',)
 
-    def test_reads_each_provider_once_and_writes_nothing(self):
-        self.start_on('host1', self.qat_flavor(2))
+    def test_reads_each_provider_in_use_once_and_writes_nothing(self):
+        server = self.start_on('host1', self.qat_flavor(2))
         self.cycle()
         self.counter.reset()
         self.cycle()
-        # The reconciliation costs one read of each accelerator
-        # provider's allocations per cycle; a steady cycle writes
-        # nothing, and the store is left as it was.
+        # The reconciliation costs one read of the allocations of each
+        # accelerator provider with units assigned here, per cycle; a
+        # steady cycle writes nothing, and the store is left as it was.
         self.assertEqual([], self.counter.writes())
-        reads = [path for method, path in self.counter.requests
+        reads = [path.split('/')[-2] for method, path in self.counter.requests
                  if method == 'GET' and path.endswith('/allocations')
                  and path.split('/')[-2] in self.providers]
+        in_use = set(self.store('host1').of_consumer(server['id']))
+        self.assertEqual(1, len(in_use))
+        self.assertGreater(len(self.providers), len(in_use))
         # Nova's resource tracker reads every provider of the tree once
         # itself (get_allocations_for_provider_tree); the reconciliation
-        # reads each accelerator provider once more.
-        self.assertEqual(2 * len(self.providers), len(reads))
+        # reads the one in use once more, and no other.
+        self.assertEqual(
+            sorted(list(self.providers) + list(in_use)), sorted(reads))
         self.check()

@@ -207,7 +207,7 @@ class TestNvidiaVfsAfterReboot(base.LibvirtAcceleratorTestCase):
             'cyborg_nova.virt.extension._privileged_set_num_vfs',
             self.kernel.set_num_vfs))
         self.useFixture(fixtures.MonkeyPatch(
-            'cyborg_nova.vgpus.PrivsepOps', lambda: self.vgpus))
+            'cyborg_nova.unit_work.PrivsepOps', lambda: self.vgpus))
         self.configure_host(GPU_HOST)
         self.start_compute(hostname=GPU_HOST)
         self.store = state_store.StateStore(

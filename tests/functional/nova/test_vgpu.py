@@ -32,7 +32,7 @@ from oslo_privsep import daemon as privsep_daemon
 from cyborg_drivers.nvidia import vgpu
 from cyborg_nova import assignments
 from cyborg_nova import store as state_store
-from cyborg_nova import vgpus
+from cyborg_nova import unit_work
 import privsep
 from tests.functional.nova import base
 from tests.functional.nova.moves import capture_xmls
@@ -84,8 +84,8 @@ class VgpuTestCase(base.LibvirtAcceleratorTestCase):
         self.configure_host(self.host)
         self.start_compute(hostname=self.host)
         self.compute = self.computes[self.host]
-        self.kernel = vgpu_kernel.VgpuKernel(root, vgpus.PrivsepOps())
-        self.compute.driver._vgpu_ops = self.kernel
+        self.kernel = vgpu_kernel.VgpuKernel(root, unit_work.PrivsepOps())
+        self.compute.driver._unit_ops = self.kernel
         self.root = root
         return self.accelerator_providers(self.host)
 

@@ -44,7 +44,7 @@ from cyborg_nova import conf as cn_conf
 from cyborg_nova import remote_devices
 from cyborg_nova.remote_driver import service
 from cyborg_nova import store as state_store
-from cyborg_nova import vgpus
+from cyborg_nova import unit_work
 from tests.functional.nova import moves
 from tests import vgpu_kernel
 
@@ -101,7 +101,7 @@ class VgpuMovesTestCase(moves.MovesTestCase):
         """While the compute of ``host`` is made: its privileged writes."""
         kernel = vgpu_kernel.VgpuKernel(
             self.trees[host], vgpu_kernel.HostOps(self.trees[host]))
-        return mock.patch.object(vgpus, 'PrivsepOps', lambda: kernel)
+        return mock.patch.object(unit_work, 'PrivsepOps', lambda: kernel)
 
     def record_remote(self, host):
         """What the agent records after a poll of the GPU's driver."""
@@ -263,7 +263,7 @@ class MoveScenarios:
     def test_hard_reboot_after_a_host_reboot(self):
         server = self.start_on('gpu1', self.vgpu_flavor)
         units = self.units(server, 'gpu1')
-        kernel = self.computes['gpu1'].driver._vgpu_ops
+        kernel = self.computes['gpu1'].driver._unit_ops
         # The host rebooted: its vGPUs are gone.
         if self.framework == vgpu.MDEV:
             kernel.reboot()

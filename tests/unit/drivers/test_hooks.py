@@ -29,8 +29,8 @@ from cyborg_nova import lifecycle
 from cyborg_nova import restore
 from cyborg_nova import services
 from cyborg_nova import store as state_store
-from cyborg_nova import vgpus
-from tests.unit import test_vgpus
+from cyborg_nova import unit_work
+from tests.unit import test_unit_work
 
 NODE = 'cn1'
 T4 = '0000:b0:00.0'
@@ -52,6 +52,10 @@ def test_defaults_say_no():
     assert driver.migratable(acc, '0000:01:00.0') is False
     assert driver.offered(acc) == []
     assert driver.restore('/sys', '0000:01:00.0') == []
+    assert driver.unit_hostdev(acc, '0000:01:00.1') == 'pci'
+    assert driver.unit_hostdev(
+        acc, '7f1c0c6e-8d3a-4c5e-9a52-1f0e6b7d2a11') == 'mdev'
+    assert driver.hotplug_refusal(acc) is None
     assert driver.SETTINGS == () and driver.on_host_bus
     assert driver.has_setting(acc, 'services') is False
     assert driver.read_setting(acc, 'services') is None
@@ -68,8 +72,7 @@ def test_a_driver_without_the_setting_names_those_with_it():
         'the services setting applies to the intel_qat driver only, not '
         'nic_sriov')
     assert lifecycle._no_such_setting('intel_qat', 'colour') == (
-        'the colour setting applies to the no installed driver only, not '
-        'intel_qat')
+        'no installed driver has a colour setting (asked of intel_qat)')
 
 
 def test_an_emulated_gpu_makes_its_vgpus_through_the_one_it_emulates(
@@ -93,16 +96,17 @@ def test_an_emulated_gpu_makes_its_vgpus_through_the_one_it_emulates(
     found = discovery.Discoverer([driver], str(host)).discover()
     t4 = found.by_address()[T4]
     assert t4.driver == 'fake'
-    kernel = test_vgpus.vgpu_kernel.VgpuKernel(root,
-                                               test_vgpus.TreeOps(root))
+    kernel = test_unit_work.vgpu_kernel.VgpuKernel(
+        root, test_unit_work.TreeOps(root))
     units = list(t4.units[:1])
-    assert vgpus.prepare(root, t4, units, kernel, drivers=[driver]) == units
+    made = unit_work.prepare(root, t4, units, kernel, drivers=[driver])
+    assert made == units
     assert vgpu.mdev_parent(root, units[0]) == (T4, 'nvidia-222')
     # Asked of the drivers given: the fake passes it to the emulated one.
-    assert vgpus.retire(root, units, kernel, drivers=[driver]) == units
+    assert unit_work.retire(root, units, kernel, drivers=[driver]) == units
     assert vgpu.mdev_parent(root, units[0]) is None
     # A driver not among those given is not asked: nothing is made.
-    assert vgpus.prepare(root, t4, units, kernel, drivers=[]) == []
+    assert unit_work.prepare(root, t4, units, kernel, drivers=[]) == []
     assert services.offered(t4, driver) == ['vGPU nvidia-222']
 
 
@@ -165,3 +169,30 @@ def test_what_each_family_offers(host_tree):
     (qat,) = loader.load(conf, ['intel_qat'])
     by_address = discovery.Discoverer([qat], root).discover().by_address()
     assert services.offered(by_address['0000:6b:00.0']) == ['asym', 'sym']
+
+
+def test_the_gpu_family_says_how_its_vgpu_units_go_into_a_guest():
+    """The library asks, by the device's driver name, and never decides."""
+    from tests.unit.test_remote_devices import accelerator
+
+    def gpu(*capabilities):
+        return accelerator('0000:3b:00.0', driver='nvidia_gpu',
+                           device_type='GPU', resource_class='VGPU',
+                           vendor_id='10de', product_id='2335',
+                           capabilities=capabilities)
+    vfio = gpu(('vgpu_type', '1414'), (vgpu.FRAMEWORK, vgpu.VFIO))
+    mdev = gpu(('vgpu_type', 'nvidia-222'), (vgpu.FRAMEWORK, vgpu.MDEV))
+    whole = gpu()
+    assert unit_work.hostdev_kind(vfio, '0000:3b:00.4') == 'pci-unmanaged'
+    assert unit_work.hostdev_kind(whole, '0000:3b:00.0') == 'pci'
+    assert unit_work.hostdev_kind(
+        mdev, '7f1c0c6e-8d3a-4c5e-9a52-1f0e6b7d2a11') == 'mdev'
+    for split in (vfio, mdev):
+        assert 'given at spawn only' in unit_work.hotplug_refusal(split)
+    assert unit_work.hotplug_refusal(whole) is None
+    # A driver not installed here (an out-of-process driver's device):
+    # the contract's defaults.
+    remote = accelerator(driver='remote_thing', capabilities=(
+        (vgpu.FRAMEWORK, vgpu.VFIO),))
+    assert unit_work.hostdev_kind(remote, '0000:70:00.1') == 'pci'
+    assert unit_work.hotplug_refusal(remote) is None

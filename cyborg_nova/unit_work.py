@@ -35,7 +35,7 @@ from cyborg_drivers import loader
 LOG = logging.getLogger(__name__)
 
 
-class VgpuError(Exception):
+class UnitWorkError(Exception):
     """A unit cannot be made; the message says which and why."""
 
 
@@ -70,7 +70,7 @@ def prepare(sysfs_root: str, accelerator: device_model.Accelerator,
     :param drivers: the loaded drivers, of which the one named
         ``accelerator.driver`` is asked; by default that installed
         driver, loaded without options (unit work reads none).
-    :raises VgpuError: a unit could not be made (the message names it);
+    :raises UnitWorkError: a unit could not be made (the message names it);
         units made before it stay (they are freed with the allocation).
     """
     driver = _driver(accelerator.driver, drivers)
@@ -80,7 +80,7 @@ def prepare(sysfs_root: str, accelerator: device_model.Accelerator,
         return driver.prepare_units(sysfs_root, accelerator, list(units),
                                     ops)
     except base.UnitError as exc:
-        raise VgpuError(str(exc))
+        raise UnitWorkError(str(exc))
 
 
 def retire(sysfs_root: str, units: Iterable[str], ops,
@@ -108,6 +108,33 @@ def retire(sysfs_root: str, units: Iterable[str], ops,
     if undone:
         LOG.info('Freed units undone: %s', ', '.join(undone))
     return undone
+
+
+def hostdev_kind(accelerator: device_model.Accelerator | None, unit: str,
+                 drivers: Sequence[base.AcceleratorDriver] | None = None
+                 ) -> str:
+    """How ``unit`` goes into a guest, as its driver says.
+
+    One of :data:`~cyborg_drivers.device.HOSTDEV_KINDS`; the contract's
+    default where the accelerator is unknown or its driver is not
+    installed here (an out-of-process driver's device).
+    """
+    driver = (_driver(accelerator.driver, drivers)
+              if accelerator is not None else None)
+    if driver is None:
+        return device_model.default_hostdev(unit)
+    return driver.unit_hostdev(accelerator, unit)
+
+
+def hotplug_refusal(accelerator: device_model.Accelerator,
+                    drivers: Sequence[base.AcceleratorDriver] | None = None
+                    ) -> str | None:
+    """Why ``accelerator``'s driver will not have its units hot-plugged.
+
+    None: they can be (also where its driver is not installed here).
+    """
+    driver = _driver(accelerator.driver, drivers)
+    return driver.hotplug_refusal(accelerator) if driver else None
 
 
 def _driver(name: str, drivers) -> base.AcceleratorDriver | None:

@@ -10,7 +10,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""cyborg_nova.vgpus: units made and undone, privsep's checks included.
+"""cyborg_nova.unit_work: units made and undone, privsep's checks included.
 
 The privileged writes run in-process (privsep's unprivileged halves,
 on the tree) and :class:`tests.vgpu_kernel.VgpuKernel` plays the kernel.
@@ -24,7 +24,7 @@ import pytest
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
 from cyborg_drivers.nvidia import vgpu
-from cyborg_nova import vgpus
+from cyborg_nova import unit_work
 from privsep import mdev as privsep_mdev
 from privsep import nvidia as privsep_nvidia
 from tests import vgpu_kernel
@@ -72,25 +72,25 @@ def test_mdevs_made_once_and_undone(mdev_host):
     root, kernel = mdev_host
     t4 = accelerator(root, T4, enabled_vgpu_types=['nvidia-222'])
     units = list(t4.units[:2])
-    assert vgpus.prepare(root, t4, units, kernel) == units
+    assert unit_work.prepare(root, t4, units, kernel) == units
     assert [vgpu.mdev_parent(root, u) for u in units] == [
         (T4, 'nvidia-222')] * 2
     # Ready already: nothing made the second time.
-    assert vgpus.prepare(root, t4, units, kernel) == []
-    assert vgpus.retire(root, units, kernel) == units
+    assert unit_work.prepare(root, t4, units, kernel) == []
+    assert unit_work.retire(root, units, kernel) == units
     assert [vgpu.mdev_parent(root, u) for u in units] == [None, None]
     # Gone already: nothing to undo.
-    assert vgpus.retire(root, units, kernel) == []
+    assert unit_work.retire(root, units, kernel) == []
 
 
 def test_an_mdev_that_cannot_be_made_again(mdev_host):
     root, kernel = mdev_host
     t4 = accelerator(root, T4, enabled_vgpu_types=['nvidia-222'])
     stranger = '00000000-0000-4000-8000-000000000001'
-    with pytest.raises(vgpus.VgpuError,
+    with pytest.raises(unit_work.UnitWorkError,
                        match='mediated device %s is gone and is not one '
                              '0000:b0:00.0 can create again' % stranger):
-        vgpus.prepare(root, t4, [stranger], kernel)
+        unit_work.prepare(root, t4, [stranger], kernel)
 
 
 def test_vfio_types_written_and_cleared(host_tree):
@@ -99,9 +99,9 @@ def test_vfio_types_written_and_cleared(host_tree):
     h200 = accelerator(root, H200, vfio_vgpu_types=['%s=1414' % H200])
     held, free = h200.units[0], h200.units[1]
     # The VF holding the type is used as it is; the free one gets it.
-    assert vgpus.prepare(root, h200, [held, free], kernel) == [free]
+    assert unit_work.prepare(root, h200, [held, free], kernel) == [free]
     assert [v for _, v in kernel.writes] == ['1414']
-    assert vgpus.retire(root, [held, free, '0000:18:00.0'], kernel) == [
+    assert unit_work.retire(root, [held, free, '0000:18:00.0'], kernel) == [
         held, free]
     assert [v for _, v in kernel.writes] == ['1414', '0', '0']
 
@@ -111,21 +111,21 @@ def test_a_refused_type_is_an_error_naming_the_vf(host_tree):
     ops = TreeOps(root)
     h200 = accelerator(root, H200, vfio_vgpu_types=['%s=1414' % H200])
     ops.set_vgpu_type(h200.units[1], 1428)   # someone else took it
-    with pytest.raises(vgpus.VgpuError,
+    with pytest.raises(unit_work.UnitWorkError,
                        match='vGPU type 1414 on VF 0000:41:00.5: VF '
                              '0000:41:00.5 holds vGPU type 1428'):
-        vgpus.prepare(root, h200, [h200.units[1]], ops)
+        unit_work.prepare(root, h200, [h200.units[1]], ops)
 
 
 def test_retire_never_raises(mdev_host, caplog):
     root, kernel = mdev_host
     t4 = accelerator(root, T4, enabled_vgpu_types=['nvidia-222'])
-    vgpus.prepare(root, t4, [t4.units[0]], kernel)
+    unit_work.prepare(root, t4, [t4.units[0]], kernel)
 
     class Broken(TreeOps):
         def remove_mdev(self, parent, mdev):
             raise OSError(16, 'Device or resource busy')
     caplog.set_level(logging.WARNING)
-    assert vgpus.retire(root, [t4.units[0]], Broken(root)) == []
+    assert unit_work.retire(root, [t4.units[0]], Broken(root)) == []
     assert 'is free but was left as it is' in caplog.text
     assert vgpu.mdev_parent(root, t4.units[0]) == (T4, 'nvidia-222')

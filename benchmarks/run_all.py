@@ -14,8 +14,8 @@
 
 One command for the whole suite:
 
-    python benchmarks/run_all.py            # full run (~40 min on 2 cores)
-    python benchmarks/run_all.py --quick    # small sizes (~12 min)
+    python benchmarks/run_all.py            # full run (~55 min on 2 cores)
+    python benchmarks/run_all.py --quick    # small sizes (~15 min)
     python benchmarks/run_all.py --smoke    # tiny sizes (a few minutes)
 
 Steps, each a process of its own (a failed step is reported and the rest
@@ -29,7 +29,11 @@ allocation candidates at 1,000 and 5,000 hosts, per-PF against per-VF,
 wide-tree setting off and on), ``churn.py``
 (requests a minute at 1,000 computes under 1% device churn),
 ``cli_start.py`` (start time of the ``cyborg-nova`` command against
-``openstack --version``), then ``plots.py``.
+``openstack --version``), ``spawn_path.py`` (``POST /servers`` to ACTIVE
+with 2 VFs and the CPU inside ``spawn``, against Nova's own PCI
+passthrough, on the real LibvirtDriver), ``update_cycle.py`` (CPU of one
+``update_available_resource`` on a 2,000-function host, against Nova's
+PCI tracker), then ``plots.py``.
 
 The full run writes ``benchmarks/results.md``, ``benchmarks/results/``
 and copies the plots to ``doc/source/_static/benchmarks/`` for
@@ -66,8 +70,8 @@ DOC_IMAGES = os.path.join(REPO_ROOT, 'doc', 'source', '_static',
 # Each step's arguments by mode. The full run's sizes are the issue's
 # (discovery at 100/600/2,000 functions, registration of 100 and 1,000
 # computes, candidates at 1,000 and 5,000 hosts, churn at 1,000); its
-# flags only shorten the sampling, so that the whole run stays well under
-# an hour on 2 cores. ``smoke`` is the smallest run that still makes every
+# flags only shorten the sampling, so that the whole run stays under an
+# hour on 2 cores. ``smoke`` is the smallest run that still makes every
 # comparison: the test suite runs it to prove the command works.
 STEP_ARGS = {
     'discovery': {
@@ -107,12 +111,25 @@ STEP_ARGS = {
         'full': ['--runs', '20'],
         'quick': ['--runs', '5'],
         'smoke': ['--runs', '1', '--warmup', '0']},
+    # Nova's harness starts in a few seconds; a 2,000-function host takes
+    # 10-20 s to register and a few seconds a build or cycle.
+    'spawn-path': {
+        'full': ['--sizes', '100,2000', '--runs', '5', '--repeats', '3'],
+        'quick': ['--sizes', '100,600', '--runs', '3', '--repeats', '1'],
+        'smoke': ['--sizes', '100', '--runs', '1', '--warmup', '0',
+                  '--repeats', '1']},
+    'update-cycle': {
+        'full': ['--sizes', '2000', '--cycles', '10', '--repeats', '3'],
+        'quick': ['--sizes', '600', '--cycles', '5', '--repeats', '1'],
+        'smoke': ['--sizes', '100', '--cycles', '1', '--warmup', '1',
+                  '--repeats', '1']},
 }
 SCRIPTS = {'discovery': 'discovery.py',
            'placement-traffic': 'placement_traffic.py',
            'fence-latency': 'fence_latency.py', 'reprogram': 'reprogram.py',
            'scale': 'scale.py', 'churn': 'churn.py',
-           'cli-start': 'cli_start.py'}
+           'cli-start': 'cli_start.py', 'spawn-path': 'spawn_path.py',
+           'update-cycle': 'update_cycle.py'}
 MODES = ('full', 'quick', 'smoke')
 
 
@@ -284,7 +301,8 @@ ROW_STEPS = (('Discovery', 'discovery'),
              ('Placement traffic', 'placement-traffic'),
              ('Event latency', 'fence-latency'),
              ('FPGA reprogramming', 'reprogram'), ('Scale', 'scale'),
-             ('Convergence', 'churn'), ('CLI start', 'cli-start'))
+             ('Convergence', 'churn'), ('CLI start', 'cli-start'),
+             ('Spawn path', 'spawn-path'), ('Update cycle', 'update-cycle'))
 
 
 def summary_rows(res: str, done: dict | None = None) -> list[tuple]:
@@ -548,6 +566,68 @@ def _summary_rows(res: str) -> list[tuple]:
                 '%.2fx the time of openstack' % (
                     ours / statistics.median(peer)) if peer else '-',
                 '%s; %s' % (cli['machine'], cli['versions'])))
+    rows += _nova_pci_rows(res)
+    return rows
+
+
+def _nova_pci_rows(res: str) -> list[tuple]:
+    """The spawn path and update cycle against Nova's PCI passthrough."""
+    rows = []
+    spawn = _read(os.path.join(res, 'spawn-path.json'))
+    for host in (spawn or {}).get('hosts', []):
+        ours, nova = host['summary']['cyborg-nova'], \
+            host['summary']['nova-pci']
+        size = '{:,}'.format(host['functions'])
+        rows.append((
+            'Spawn path, %s PCI functions: POST /servers to ACTIVE, 2 VFs'
+            % size,
+            'cyborg-nova (`resources:CUSTOM_QAT=2`) vs Nova\'s own PCI '
+            'passthrough of the same VFs (`pci_passthrough:alias`, PCI in '
+            'Placement), same host, real LibvirtDriver on fakelibvirt; '
+            'median (min-max) of %d builds each, interleaved'
+            % ours['runs'],
+            '%.0f ms (%.0f-%.0f) vs %.0f ms (%.0f-%.0f)' % (
+                ours['wall_ms'], ours['wall_min_ms'], ours['wall_max_ms'],
+                nova['wall_ms'], nova['wall_min_ms'], nova['wall_max_ms']),
+            '**%.2fx** Nova\'s time' % (ours['wall_ms'] / nova['wall_ms']),
+            spawn['machine']))
+        rows.append((
+            'Spawn path, %s PCI functions: CPU inside the driver\'s spawn'
+            % size,
+            'thread CPU of `spawn` with cyborg-nova (its hooks alone, less '
+            'the Nova code they wrap; and the whole spawn) vs Nova\'s '
+            '`spawn` with PCI passthrough; Placement\'s serving apart; '
+            'medians',
+            'cyborg-nova\'s hooks %.1f ms (+ %.1f ms Placement, %d '
+            'request); whole spawn %.1f ms vs %.1f ms' % (
+                ours['spawn_project_ms'], ours['spawn_placement_ms'],
+                ours['spawn_requests'], ours['spawn_cpu_ms'],
+                nova['spawn_cpu_ms']),
+            '%.2fx Nova\'s spawn CPU' % (ours['spawn_cpu_ms']
+                                         / nova['spawn_cpu_ms']),
+            spawn['machine']))
+    cycle = _read(os.path.join(res, 'update-cycle.json'))
+    for host in (cycle or {}).get('hosts', []):
+        ours, nova = host['summary']['cyborg-nova'], \
+            host['summary']['nova-pci']
+        rows.append((
+            'Update cycle, {:,} PCI functions: CPU of one '
+            'update_available_resource'.format(host['functions']),
+            'cyborg-nova vs Nova\'s PCI tracker (PCI in Placement) '
+            'reporting the same units as the same %d providers; steady '
+            'state, median of %d cycles each, interleaved; compute CPU = '
+            'all but Placement\'s serving' % (nova['children'],
+                                              ours['cycles']),
+            '%.0f ms vs %.0f ms compute CPU (the reporter\'s own code %.0f '
+            'vs %.0f ms); Placement: %.0f vs %.0f requests, %.0f vs %.0f '
+            'ms' % (ours['compute_ms'], nova['compute_ms'],
+                    ours['reporter_ms'], nova['reporter_ms'],
+                    ours['requests'], nova['requests'],
+                    ours['placement_ms'], nova['placement_ms']),
+            'compute CPU **%.2fx** Nova\'s; Placement requests %.2fx' % (
+                ours['compute_ms'] / nova['compute_ms'],
+                ours['requests'] / max(nova['requests'], 1)),
+            cycle['machine']))
     return rows
 
 
@@ -592,7 +672,8 @@ def write_results_md(out: str, res: str, done: dict, mode: str,
                                              os.path.dirname(results_md)))
             for p in pngs) + '.']
     for name in ('discovery.md', 'placement-traffic.md', 'fence-latency.md',
-                 'reprogram.md', 'scale.md', 'churn.md', 'cli-start.md'):
+                 'reprogram.md', 'scale.md', 'churn.md', 'cli-start.md',
+                 'spawn-path.md', 'update-cycle.md'):
         text = _read(os.path.join(res, name))
         if text:
             lines += ['', '---', '']
@@ -621,6 +702,9 @@ DOC_TABLES = [
     ('churn.inc', 'churn.md', '', 0),
     ('cli-start.inc', 'cli-start.md', '', 0),
     ('cli-start-imports.inc', 'cli-start.md', '## Imports', 0),
+    ('spawn-path.inc', 'spawn-path.md', '## Results', 0),
+    ('spawn-path-cpu.inc', 'spawn-path.md', '## Results', 1),
+    ('update-cycle.inc', 'update-cycle.md', '## Results', 0),
 ]
 
 

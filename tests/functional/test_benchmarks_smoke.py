@@ -84,7 +84,8 @@ def test_run_all_smoke(tmp_path):
     steps = json.loads((out / 'results' / 'steps.json').read_text())
     assert set(steps) == {'discovery', 'placement-traffic',
                           'fence-latency', 'reprogram', 'scale', 'churn',
-                          'cli-start', 'plots'}
+                          'cli-start', 'spawn-path', 'update-cycle',
+                          'plots'}
     assert all(s['returncode'] == 0 for s in steps.values()), steps
     text = (out / 'results.md').read_text()
     assert text.startswith('# cyborg-nova benchmark results\n\n'
@@ -116,6 +117,10 @@ def test_run_all_smoke(tmp_path):
         'CLI start: `cyborg-nova --version`',
         'CLI start: `cyborg-nova --help`',
         'CLI start: `cyborg-nova discover --sysfs-root <tree>`',
+        'Spawn path, 100 PCI functions: POST /servers to ACTIVE, 2 VFs',
+        'Spawn path, 100 PCI functions: CPU inside the driver\'s spawn',
+        'Update cycle, 100 PCI functions: CPU of one '
+        'update_available_resource',
     ]
     for name in expected:
         assert name in summary, (name, sorted(summary))
@@ -133,6 +138,15 @@ def test_run_all_smoke(tmp_path):
         (row,) = summary[name]
         assert len(re.findall(r'= (?:> )?[\d.]+x', row[2])) == 4, row[2]
         assert row[3].startswith('per-VF **'), row[3]
+    # Both sides of the Nova comparisons ran: each guest got its 2 VFs
+    # either way, and both reported the same providers.
+    spawn = json.loads((out / 'results' / 'spawn-path.json').read_text())
+    for mode, summary_ in spawn['hosts'][0]['summary'].items():
+        assert summary_['hostdevs'] == [2], (mode, summary_)
+    cycle = json.loads((out / 'results' / 'update-cycle.json').read_text())
+    children = {m: s['children']
+                for m, s in cycle['hosts'][0]['summary'].items()}
+    assert children['cyborg-nova'] == children['nova-pci'] > 0, children
     for png in ('discovery', 'registration', 'candidates', 'churn'):
         assert (out / 'results' / (png + '.png')).stat().st_size > 1000
 
@@ -177,6 +191,8 @@ def test_report_and_doc_tables(tmp_path):
     rows = [line for line in text.splitlines()
             if line.startswith('| ') and not line.startswith('| benchmark')]
     assert any(r.startswith('| Discovery, 2,000 PCI functions') for r in rows)
+    assert any(r.startswith('| Update cycle, 2,000 PCI functions')
+               for r in rows)
     dest = tmp_path / 'doc'
     names = run_all.write_doc_tables(str(res), str(dest), done, 'full',
                                      60.0)

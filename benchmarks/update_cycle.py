@@ -70,7 +70,12 @@ def compute_ms(sample: dict) -> float:
 
 
 def measure(lh, mode: str, profile: dict, workdir: str, args,
-            profiled: bool) -> dict:
+            first: bool) -> dict:
+    """One run of ``mode``: its measured cycles.
+
+    The first run also keeps the provider tree and, unless
+    ``--no-profile``, one profiled cycle.
+    """
     result = {}
 
     def body(host):
@@ -94,10 +99,11 @@ def measure(lh, mode: str, profile: dict, workdir: str, args,
                 '_update_available_resource_for_node')),
                 wall_ms=1000.0 * wall))
         result['cycles'] = cycles
-        result['tree'] = host.read_tree()
+        if first:
+            result['tree'] = host.read_tree()
         result['device_spec_entries'] = len(host.device_spec)
         result['overridden'] = host.overridden
-        if profiled:
+        if first and args.profile:
             profiler = cProfile.Profile()
             host.profilers['_update_available_resource_for_node'] = profiler
             host.cycle()
@@ -365,8 +371,7 @@ def main(argv=None) -> int:
                 run += 1
                 host['modes'][mode].append(measure(
                     lh, mode, discovery.cloud_host(host['functions']),
-                    os.path.join(workdir, str(run)), args,
-                    args.profile and repeat == 0))
+                    os.path.join(workdir, str(run)), args, repeat == 0))
     for host in hosts:
         host['summary'] = summary(host)
     data = {'args': vars(args), 'source': source,

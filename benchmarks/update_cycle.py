@@ -37,16 +37,13 @@ Usage: python benchmarks/update_cycle.py [--sizes 2000] [--cycles 10]
 
 from __future__ import annotations
 
-import argparse
 import cProfile
-import json
-import logging
 import os
 import statistics
 import sys
-import tempfile
 import time
-import warnings
+
+import sidebyside  # a sibling: the benchmarks run as scripts
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CATEGORIES = ('cyborg-nova', 'nova pci', 'nova driver', 'other',
@@ -323,71 +320,26 @@ def machine() -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--sizes', default='2000',
-                        help='PCI functions of each host (at least 92), '
-                             'comma-separated (default 2000)')
+    parser = sidebyside.parser(__doc__, '2000', 'update-cycle.md')
     parser.add_argument('--cycles', type=int, default=10,
                         help='measured cycles per run (default 10)')
     parser.add_argument('--warmup', type=int, default=2,
                         help='cycles after the registration, not measured '
                              '(default 2)')
-    parser.add_argument('--repeats', type=int, default=3,
-                        help='runs of each host in each mode (default 3)')
-    parser.add_argument('--no-profile', dest='profile',
-                        action='store_false',
-                        help='skip the profiled cycle')
-    parser.add_argument('--output', default=os.path.join(
-        HERE, 'results', 'update-cycle.md'))
     args = parser.parse_args(argv)
-
-    # Nova's native-thread mode: thread CPU time is then per thread.
-    os.environ.setdefault('OS_NOVA_DISABLE_EVENTLET_PATCHING', '1')
-    # This tree's code, not an installed copy, is what is measured.
-    sys.path.insert(0, os.path.dirname(HERE))
-    warnings.filterwarnings('ignore')
-    import nova.tests.functional  # noqa: F401
-    sys.path.insert(0, HERE)
-    import discovery
-    import libvirtharness as lh
-    logging.getLogger('nova').setLevel(logging.WARNING)
+    discovery, lh = sidebyside.load_harness()
     # What was imported: the code measured.
     source = lh.source_state()
-
-    sizes = [int(s) for s in args.sizes.split(',') if s]
-    hosts = [{'functions': n, 'description':
-              discovery.cloud_host(n)['description'],
-              'modes': {m: [] for m in lh.MODES}} for n in sizes]
-    workdir = tempfile.mkdtemp(prefix='update-cycle-')
     start = time.perf_counter()
-    run = 0
-    for repeat in range(args.repeats):
-        for host in hosts:
-            order = lh.MODES if repeat % 2 == 0 else lh.MODES[::-1]
-            for mode in order:
-                print('{:,} functions: {}, run {} of {}'.format(
-                    host['functions'], mode, repeat + 1, args.repeats),
-                    file=sys.stderr, flush=True)
-                run += 1
-                host['modes'][mode].append(measure(
-                    lh, mode, discovery.cloud_host(host['functions']),
-                    os.path.join(workdir, str(run)), args, repeat == 0))
+    hosts = sidebyside.run_hosts(
+        args, discovery, lh, 'update-cycle-',
+        lambda mode, profile, workdir, repeat: measure(
+            lh, mode, profile, workdir, args, repeat == 0))
     for host in hosts:
         host['summary'] = summary(host)
-    data = {'args': vars(args), 'source': source,
-            'machine': machine(), 'hosts': hosts,
-            'elapsed_s': time.perf_counter() - start}
-    text = report(data)
-    print(text)
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)),
-                exist_ok=True)
-    with open(args.output, 'w') as f:
-        f.write(text)
-    # The recorded file names no path of the machine that wrote it.
-    data['args'] = dict(data['args'],
-                        output=os.path.basename(args.output))
-    with open(os.path.splitext(args.output)[0] + '.json', 'w') as f:
-        json.dump(data, f, indent=1)
+    sidebyside.write({'args': vars(args), 'source': source,
+                      'machine': machine(), 'hosts': hosts},
+                     report, args.output, start)
     return 0
 
 

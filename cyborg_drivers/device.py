@@ -20,6 +20,7 @@ driver reported and have it silently persist.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import uuid
 
@@ -67,11 +68,13 @@ def is_pci_address(value: str) -> bool:
     return bool(PCI_ADDRESS_RE.fullmatch(value))
 
 
+@functools.lru_cache(maxsize=65536)
 def device_uuid(nodename: str, address: str) -> str:
     """The stable uuid of the accelerator at ``address`` on ``nodename``.
 
     Derived, not stored, so a restarted or rebuilt host reports the same
-    uuid for the same slot without any local state.
+    uuid for the same slot without any local state. Cached: every cycle
+    and guest build asks it of every device of the host.
     """
     return str(uuid.uuid5(DEVICE_NAMESPACE, '%s/%s' % (nodename, address)))
 

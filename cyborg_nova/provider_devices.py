@@ -104,21 +104,26 @@ def _remote(store: state_store.StateStore, nodename: str,
                 store, nodename, local).items()}
 
 
-def recorded(store: state_store.StateStore, nodenames: Iterable[str]
+def recorded(store: state_store.StateStore, nodenames: Iterable[str],
+             only: Mapping[str, Iterable[str]] | None = None
              ) -> HostDevices:
     """The devices of ``nodenames`` as the store has them.
 
     A local device the last update found missing from the bus is left
     out (it has no device to give); one whose record cannot be read is
     reported ``unrecorded``.
+
+    :param only: {nodename: addresses}: just these local devices, and
+        no remote ones (whose lookup needs every local device).
     """
     result = HostDevices({}, {})
     for nodename in nodenames:
         rows = store.devices(nodename)
-        entries = store.reported(nodename)
+        wanted = None if only is None else set(only.get(nodename, ()))
+        entries = store.reported(nodename, wanted)
         mine = []
         for address, row in sorted(rows.items()):
-            if row.missing:
+            if row.missing or (wanted is not None and address not in wanted):
                 continue
             entry = entries.get(address)
             try:
@@ -135,7 +140,8 @@ def recorded(store: state_store.StateStore, nodenames: Iterable[str]
             mine.append(accelerator)
             device = local(nodename, accelerator)
             result.devices[device.provider] = device
-        result.devices.update(_remote(store, nodename, mine))
+        if only is None:
+            result.devices.update(_remote(store, nodename, mine))
     return result
 
 
@@ -219,9 +225,17 @@ def of_providers(store: state_store.StateStore,
     :param discover: what a discovery finds now; called (and logged)
         only when a provider's device has no record yet.
     """
-    providers = list(providers)
-    nodes = sorted({ours[rp][0] for rp in providers if rp in ours})
-    host = recorded(store, nodes)
+    providers = [rp for rp in providers if rp in ours]
+    nodes = sorted({ours[rp][0] for rp in providers})
+    local_only: dict[str, set[str]] | None = {}
+    for rp in providers:
+        nodename, address = ours[rp]
+        if rp != _uuid(nodename, address):
+            # A remote device: found among every device of its node.
+            local_only = None
+            break
+        local_only.setdefault(nodename, set()).add(address)
+    host = recorded(store, nodes, local_only)
     unrecorded = sorted(set(providers) & set(host.unrecorded))
     if unrecorded:
         # No update cycle recorded them yet (e.g. just upgraded).

@@ -159,17 +159,22 @@ class StateStore(database.Database):
                  for a, identity in found_again])
         return self.devices(nodename)
 
-    def reported(self, nodename: str) -> dict[str, dict]:
+    def reported(self, nodename: str,
+                 addresses: Iterable[str] | None = None) -> dict[str, dict]:
         """{address: entry} each device's last reported accelerator.
 
         The entry is what :meth:`set_reported` recorded (the device's
         ``GET /hardware`` entry); devices without one are left out.
+        ``addresses``, when given, limits it to those devices: a guest
+        build decodes the few it was allocated, not the whole host.
         """
         with self._connect() as db:
             rows = db.execute(
                 'SELECT address, reported FROM devices WHERE nodename = ? '
                 'AND reported IS NOT NULL', (nodename,)).fetchall()
-        return {address: json.loads(text) for address, text in rows}
+        wanted = None if addresses is None else set(addresses)
+        return {address: json.loads(text) for address, text in rows
+                if wanted is None or address in wanted}
 
     def set_reported(self, nodename: str, entries: dict[str, dict]) -> int:
         """Record the accelerator reported for each known device.

@@ -48,6 +48,21 @@ def test_recorded_gives_back_what_the_cycle_reported(store):
         NODE, vgpu.address)].accelerator == vgpu
 
 
+def test_a_guest_build_decodes_only_the_devices_it_was_allocated(store):
+    qat, other = accelerator(), accelerator('0000:71:00.0')
+    store.sync(NODE, [qat, other], state_store.READY)
+    provider_devices.record(store, NODE, [qat, other])
+    ours = {providers.provider_uuid(NODE, a.address): (NODE, a.address)
+            for a in (qat, other)}
+    rp = providers.provider_uuid(NODE, qat.address)
+
+    def discover():
+        raise AssertionError('a recorded device needs no discovery')
+    got = provider_devices.of_providers(store, ours, [rp], discover)
+    assert got == {rp: provider_devices.ProviderDevice(rp, NODE, qat)}
+    assert list(store.reported(NODE, [other.address])) == [other.address]
+
+
 def test_a_device_without_record_or_on_no_bus_is_not_given(store):
     qat, other = accelerator(), accelerator('0000:71:00.0')
     store.sync(NODE, [qat, other], state_store.READY)

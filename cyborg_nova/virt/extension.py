@@ -85,6 +85,7 @@ class AcceleratorProviderMixin:
         self._accelerator_updater: providers.ProviderTreeUpdater | None = (
             None)
         self._accelerator_store: state_store.StateStore | None = None
+        self._store_keeper = None
         self._driver_names: list[str] = []
         self._accelerator_programmer: programming.Programmer | None = None
         # The privileged VF count write; Nova's functional tests, which
@@ -96,6 +97,10 @@ class AcceleratorProviderMixin:
         if self._accelerator_store is None:
             self._accelerator_store = state_store.StateStore(
                 opts.state_path)
+            # One idle connection for the life of the service: a cycle
+            # or a guest build opens many short ones, and without it the
+            # close of each would checkpoint (and sync) the WAL.
+            self._store_keeper = self._accelerator_store.keep_open()
         # Drivers installed or uninstalled on the host since the last
         # update take effect now, without a restart.
         names = lifecycle.effective_names(CONF, self._accelerator_store)

@@ -64,6 +64,7 @@ from nova.tests.fixtures import libvirt as fakelibvirt
 from nova.tests.functional.libvirt import base as libvirt_base
 from oslo_config import cfg
 from placement import deploy
+import sidebyside  # a sibling: the benchmarks run as scripts
 
 from cyborg_drivers import discovery
 from cyborg_drivers.fake import hosttree
@@ -663,20 +664,7 @@ class LibvirtHost(libvirt_base.ServersTestBase):
 
     def read_tree(self) -> list:
         """(class, total, reserved, custom traits) of each child provider."""
-        root = self.compute_rp_uuids[HOST]
-        resp = self.placement.get(
-            '/resource_providers?in_tree=%s' % root, version='1.14')
-        tree = []
-        for rp in resp.body['resource_providers']:
-            if rp['uuid'] == root:
-                continue
-            inventory = self._get_provider_inventory(rp['uuid'])
-            traits = [t for t in self._get_provider_traits(rp['uuid'])
-                      if t.startswith('CUSTOM_')]
-            for rc, inv in sorted(inventory.items()):
-                tree.append((rc, inv['total'], inv['reserved'],
-                             tuple(sorted(traits))))
-        return sorted(tree)
+        return sidebyside.provider_tree(self, self.compute_rp_uuids[HOST])
 
     def cycle(self) -> None:
         """One ``update_available_resource``, as the periodic runs it."""

@@ -43,6 +43,7 @@ from nova.tests.functional import integrated_helpers
 from nova.virt import fake as nova_fake
 from oslo_config import cfg
 from placement import deploy
+import sidebyside  # a sibling: the benchmarks run as scripts
 
 from cyborg_drivers import discovery
 from cyborg_drivers.fake import hosttree
@@ -305,20 +306,8 @@ class TrafficScenario(integrated_helpers.ProviderUsageBaseTestCase):
 
     def read_tree(self) -> list:
         """(class, total, reserved, custom traits) of each child."""
-        root = self._get_provider_uuid_by_host(HOST)
-        resp = self.placement.get(
-            '/resource_providers?in_tree=%s' % root, version='1.14')
-        tree = []
-        for rp in resp.body['resource_providers']:
-            if rp['uuid'] == root:
-                continue
-            inventory = self._get_provider_inventory(rp['uuid'])
-            traits = [t for t in self._get_provider_traits(rp['uuid'])
-                      if t.startswith('CUSTOM_')]
-            for rc, inv in sorted(inventory.items()):
-                tree.append((rc, inv['total'], inv['reserved'],
-                             tuple(sorted(traits))))
-        return sorted(tree)
+        return sidebyside.provider_tree(
+            self, self._get_provider_uuid_by_host(HOST))
 
     def test_traffic(self):
         hosttree.build_tree(self.profile, self.root)

@@ -107,3 +107,25 @@ def write(data: dict, report: Callable[[dict], str], output: str,
     data['args'] = dict(data['args'], output=os.path.basename(output))
     with open(os.path.splitext(output)[0] + '.json', 'w') as f:
         json.dump(data, f, indent=1)
+
+
+def provider_tree(case, root: str) -> list:
+    """(class, total, reserved, custom traits) of each child of ``root``.
+
+    ``case``: a Nova functional test case of either harness (its
+    ``placement`` fixture and provider helpers); what both modes are
+    compared on.
+    """
+    resp = case.placement.get(
+        '/resource_providers?in_tree=%s' % root, version='1.14')
+    tree = []
+    for rp in resp.body['resource_providers']:
+        if rp['uuid'] == root:
+            continue
+        inventory = case._get_provider_inventory(rp['uuid'])
+        traits = [t for t in case._get_provider_traits(rp['uuid'])
+                  if t.startswith('CUSTOM_')]
+        for rc, inv in sorted(inventory.items()):
+            tree.append((rc, inv['total'], inv['reserved'],
+                         tuple(sorted(traits))))
+    return sorted(tree)

@@ -67,6 +67,17 @@ def load_harness():
     return discovery, libvirtharness
 
 
+def machine() -> str:
+    """The machine and the versions both benchmarks ran on."""
+    from importlib import metadata
+    import platform
+    return '%d cores, Python %s, Nova %s (LibvirtDriver on fakelibvirt), ' \
+        'Placement %s in-process' % (
+            os.cpu_count() or 0, platform.python_version(),
+            metadata.version('nova'),
+            metadata.version('openstack-placement'))
+
+
 def run_hosts(args, discovery, lh, prefix: str,
               measure: Callable[[str, dict, str, int], dict]) -> list[dict]:
     """Every host of ``args.sizes`` measured in every mode.

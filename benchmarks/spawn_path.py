@@ -335,7 +335,6 @@ def main(argv=None) -> int:
                              '(default 1)')
     args = parser.parse_args(argv)
     discovery, lh = sidebyside.load_harness()
-    import update_cycle
     # What was imported: the code measured.
     source = lh.source_state()
     start = time.perf_counter()
@@ -352,7 +351,7 @@ def main(argv=None) -> int:
     for host in hosts:
         host['summary'] = summary(host)
     sidebyside.write({'args': vars(args), 'source': source,
-                      'machine': update_cycle.machine(), 'hosts': hosts,
+                      'machine': sidebyside.machine(), 'hosts': hosts,
                       'overridden': overridden},
                      report, args.output, start)
     return 0

@@ -309,16 +309,6 @@ def report(data: dict) -> str:
     return '\n'.join(lines) + '\n'
 
 
-def machine() -> str:
-    from importlib import metadata
-    import platform
-    return '%d cores, Python %s, Nova %s (LibvirtDriver on fakelibvirt), ' \
-        'Placement %s in-process' % (
-            os.cpu_count() or 0, platform.python_version(),
-            metadata.version('nova'),
-            metadata.version('openstack-placement'))
-
-
 def main(argv=None) -> int:
     parser = sidebyside.parser(__doc__, '2000', 'update-cycle.md')
     parser.add_argument('--cycles', type=int, default=10,
@@ -338,7 +328,7 @@ def main(argv=None) -> int:
     for host in hosts:
         host['summary'] = summary(host)
     sidebyside.write({'args': vars(args), 'source': source,
-                      'machine': machine(), 'hosts': hosts},
+                      'machine': sidebyside.machine(), 'hosts': hosts},
                      report, args.output, start)
     return 0
 

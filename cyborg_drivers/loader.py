@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from typing import Iterable
 
 from oslo_config import cfg
 import stevedore
@@ -111,3 +112,18 @@ def unconfigured(name: str) -> base.AcceleratorDriver:
     conf(args=[], default_config_files=[], default_config_dirs=[])
     (driver,) = load(conf, [name])
     return driver
+
+
+def named(name: str, drivers: Iterable[base.AcceleratorDriver] | None = None
+          ) -> base.AcceleratorDriver | None:
+    """Driver ``name``, to ask one of its option-free hooks.
+
+    Among ``drivers`` (the caller's loaded ones) when given; else the
+    installed one, :func:`unconfigured`. None: not there (e.g. a device
+    of an out-of-process driver).
+    """
+    if drivers is not None:
+        return next((d for d in drivers if d.name == name), None)
+    if name not in installed():
+        return None
+    return unconfigured(name)

@@ -109,7 +109,10 @@ class NoWork:
 
 @dataclasses.dataclass(frozen=True)
 class Hostdev:
-    """One unit a guest gets, and what it is there (one of KINDS)."""
+    """One unit a guest gets, and what it is there.
+
+    ``kind`` is one of :data:`cyborg_drivers.device.HOSTDEV_KINDS`.
+    """
 
     unit: str
     kind: str

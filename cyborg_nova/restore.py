@@ -98,7 +98,7 @@ def restore_vfs(store: state_store.StateStore, nodename: str,
     fenced = {o.address for o in outcomes if o.action in (FENCED, FAILED)}
     counts = store.vf_counts(nodename)
     for address, row in sorted(store.devices(nodename).items()):
-        driver = _driver(row.driver, drivers)
+        driver = loader.named(row.driver, drivers)
         if driver is None or address in fenced or row.missing:
             continue
         try:
@@ -111,14 +111,6 @@ def restore_vfs(store: state_store.StateStore, nodename: str,
                 store, nodename, address, count, None,
                 '; '.join(reasons), prefix='not restored at start: '))
     return outcomes
-
-
-def _driver(name: str, drivers) -> base.AcceleratorDriver | None:
-    if drivers is not None:
-        return next((d for d in drivers if d.name == name), None)
-    if name not in loader.installed():
-        return None
-    return loader.unconfigured(name)
 
 
 def _sriov(sysfs_root: str, address: str

@@ -41,8 +41,8 @@ def offered(accelerator,
     options. A device whose driver names nothing (or is not installed
     here) offers the whole device.
     """
-    if driver is None and accelerator.driver in loader.installed():
-        driver = loader.unconfigured(accelerator.driver)
+    if driver is None:
+        driver = loader.named(accelerator.driver)
     found = driver.offered(accelerator) if driver is not None else []
     return found or ['whole device (%s)' % accelerator.resource_class]
 

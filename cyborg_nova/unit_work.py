@@ -73,7 +73,7 @@ def prepare(sysfs_root: str, accelerator: device_model.Accelerator,
     :raises UnitWorkError: a unit could not be made (the message names it);
         units made before it stay (they are freed with the allocation).
     """
-    driver = _driver(accelerator.driver, drivers)
+    driver = loader.named(accelerator.driver, drivers)
     if driver is None:
         return []
     try:
@@ -119,7 +119,7 @@ def hostdev_kind(accelerator: device_model.Accelerator | None, unit: str,
     default where the accelerator is unknown or its driver is not
     installed here (an out-of-process driver's device).
     """
-    driver = (_driver(accelerator.driver, drivers)
+    driver = (loader.named(accelerator.driver, drivers)
               if accelerator is not None else None)
     if driver is None:
         return device_model.default_hostdev(unit)
@@ -133,16 +133,8 @@ def hotplug_refusal(accelerator: device_model.Accelerator,
 
     None: they can be (also where its driver is not installed here).
     """
-    driver = _driver(accelerator.driver, drivers)
+    driver = loader.named(accelerator.driver, drivers)
     return driver.hotplug_refusal(accelerator) if driver else None
-
-
-def _driver(name: str, drivers) -> base.AcceleratorDriver | None:
-    if drivers is not None:
-        return next((d for d in drivers if d.name == name), None)
-    if name not in loader.installed():
-        return None
-    return loader.unconfigured(name)
 
 
 def _makes_units(cls: type[base.AcceleratorDriver]) -> bool:

@@ -60,10 +60,14 @@ class GuestAcceleratorsMixin:
                 guests.DriverWork(self._sysfs_root, lambda: self._unit_ops))
         return self._unit_books
 
-    def _devices(self, providers) -> dict:
-        """{provider: device} as the update cycle recorded them."""
-        return provider_devices.of_providers(
-            self._updater().store, self._our_providers(), providers,
+    def _devices(self, ours) -> guests.DeviceLookup:
+        """{provider: device} as the update cycle recorded them.
+
+        :param ours: this host's providers (:meth:`_our_providers`), read
+            once by the caller.
+        """
+        return lambda providers: provider_devices.of_providers(
+            self._updater().store, ours, providers,
             lambda: self._updater().discoverer.discover().accelerators)
 
     def _reconciler(self, context):
@@ -79,16 +83,18 @@ class GuestAcceleratorsMixin:
         :raises nova.exception.ComputeResourcesUnavailable: with
             ``strict``, a unit cannot be given (a build is rescheduled).
         """
+        ours = self._our_providers()
         try:
-            self._books().give(instance.uuid, allocations,
-                               self._our_providers(), self._devices,
+            self._books().give(instance.uuid, allocations, ours,
+                               self._devices(ours),
                                self._reconciler(context), strict)
         except guests.UnitsUnavailable as exc:
             raise exception.ComputeResourcesUnavailable(reason=str(exc))
 
     def _held(self, instance) -> list[guests.Hostdev]:
-        return self._books().hostdevs(instance.uuid, self._our_providers(),
-                                      self._devices)
+        ours = self._our_providers()
+        return self._books().hostdevs(instance.uuid, ours,
+                                      self._devices(ours))
 
     def update_provider_tree(self, provider_tree, nodename,
                              allocations=None):

@@ -34,6 +34,11 @@ import xml.etree.ElementTree as ET
 MESSAGE_CHARS = 600
 
 
+# testtools' placeholder message, as pytest reports it with or without
+# its ``Failed: `` prefix.
+PLACEHOLDER = re.compile(r'(Failed: )?NOTE: Incompatible Exception')
+
+
 # The line of a Python traceback that names the exception.
 EXCEPTION_LINE = re.compile(r'[A-Za-z_][\w.]*(Error|Exception|Failure)\b')
 
@@ -42,13 +47,14 @@ def fault_message(fault):
     """What a failure or error said, on one line.
 
     pytest puts the exception in ``message``. A testtools test's report
-    has only a placeholder there, its logs first in the text and the
-    traceback last: the last line naming an exception, and what follows
-    it, say what failed.
+    has only a placeholder there (pytest may prefix it, ``Failed: NOTE:
+    Incompatible ...``), its logs first in the text and the traceback
+    last: the last line naming an exception, and what follows it, say
+    what failed.
     """
     message = fault.get('message') or ''
     text = fault.text or ''
-    if not message or message.startswith('NOTE: Incompatible Exception'):
+    if not message or PLACEHOLDER.match(message):
         lines = text.splitlines()
         starts = [i for i, line in enumerate(lines)
                   if EXCEPTION_LINE.match(line)]

@@ -216,6 +216,28 @@ def _unit_records(db: sqlite3.Connection) -> None:
     db.execute('ALTER TABLE unit_assignments ADD COLUMN hostdev TEXT')
 
 
+# -- step 6: freed units held back from the next tenant ----------------------
+
+def _unit_holds(db: sqlite3.Connection) -> None:
+    """``unit_holds``: freed units no guest may be given yet.
+
+    A unit freed by its consumer gets a row in the same transaction that
+    frees it, so no other consumer can take it in between: ``scrubbing``
+    while its family's scrub runs, ``used`` when it is one-time-use and
+    waits for the operator, ``failed`` when the scrub failed (its device
+    is fenced). A held unit counts as reserved in Placement.
+    """
+    db.execute("""CREATE TABLE unit_holds (
+        provider TEXT NOT NULL,
+        unit TEXT NOT NULL,
+        state TEXT NOT NULL,
+        reason TEXT,
+        consumer TEXT,
+        since REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (provider, unit))""")
+
+
 #: Every step, in order; the store's version is the number of the last
 #: one applied.
 MIGRATIONS: tuple[Migration, ...] = (
@@ -230,6 +252,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, 'devices.reported, unit_assignments.hostdev: the device '
               'last reported and what each unit is in the guest',
               _unit_records),
+    Migration(6, 'unit_holds: freed units scrubbing, one-time-use or '
+              'failed, held back from the next guest', _unit_holds),
 )
 #: The version this code writes and reads.
 LATEST = MIGRATIONS[-1].number

@@ -48,6 +48,23 @@ class UnitError(DriverError):
     """A unit cannot be made ready for a guest; the message names it."""
 
 
+#: The scrub step of every family: the kernel's reset of the function.
+SCRUB_FLR = 'flr'
+
+
+class PciOps:
+    """The privileged PCI writes of every family, through privsep.
+
+    Tests put an object with the same methods in its place.
+    """
+
+    def reset_function(self, address: str) -> str:
+        """Reset the function (:func:`privsep.pci.reset_function`)."""
+        # Imported here: loading a driver starts no privsep daemon.
+        import privsep.pci
+        return privsep.pci.reset_function(address)
+
+
 class AcceleratorDriver(abc.ABC):
     """Base class of accelerator drivers.
 
@@ -72,6 +89,9 @@ class AcceleratorDriver(abc.ABC):
     #: Names of the settings its devices take (:meth:`apply_setting`),
     #: e.g. ``('services',)``; none by default.
     SETTINGS: ClassVar[tuple[str, ...]] = ()
+    #: The steps :meth:`scrub` runs on a freed unit, in order (``[scrub]
+    #: steps`` may pick fewer).
+    SCRUB_STEPS: ClassVar[tuple[str, ...]] = (SCRUB_FLR,)
 
     def __init__(self, conf: cfg.ConfigOpts) -> None:
         self.conf = conf
@@ -292,13 +312,31 @@ class AcceleratorDriver(abc.ABC):
         return False
 
     def scrub(self, sysfs_root: str, accelerator: device_model.Accelerator,
-              unit: str, ops: object | None = None) -> None:
-        """Wipe what a guest left in ``unit`` before another gets it.
+              unit: str, step: str, ops: object | None = None) -> str:
+        """Run scrub ``step`` on freed ``unit`` before another guest gets it.
 
-        :raises NotSupported: the family cannot scrub (the default).
-        :raises DriverError: scrubbing failed.
+        ``step`` is one of :attr:`SCRUB_STEPS`; the library runs them in
+        that order, each under a timeout, after :meth:`clear_unit`.
+        Every family has ``flr``: the kernel's reset of a unit that is a
+        PCI function (``reset``, function-level first); a mediated
+        device has nothing to reset (it was removed when freed). A
+        family adding steps calls this for ``flr``. Reads no option, as
+        :meth:`prepare_units`.
+
+        :param ops: the privileged writes (:class:`PciOps` when None).
+        :returns: what was done, for the log.
+        :raises NotSupported: the family has no such step.
+        :raises Exception: the step failed (privsep's errors included);
+            the message says why. The unit stays held, its device fenced.
         """
-        raise NotSupported('%s cannot scrub units' % self.name)
+        if step != SCRUB_FLR:
+            raise NotSupported('%s units have no scrub step %r (steps: %s)'
+                               % (self.name, step,
+                                  ', '.join(self.SCRUB_STEPS)))
+        if not device_model.is_pci_address(unit):
+            return 'nothing to reset: %s is a mediated device' % unit
+        methods = (ops or PciOps()).reset_function(unit)
+        return 'reset %s (%s)' % (unit, methods or "the kernel's method")
 
     # -- device settings ---------------------------------------------------
 

@@ -24,6 +24,8 @@ import functools
 import re
 import uuid
 
+from cyborg_drivers import aer as aer_lib
+
 # Stable across releases: provider uuids are derived from it, and changing
 # it would orphan every provider an upgrade had already registered.
 DEVICE_NAMESPACE = uuid.UUID('6b2f9d0e-3c4a-5d1e-9f8a-2b7c6d5e4f3a')
@@ -161,6 +163,10 @@ class Accelerator:
     reboot_required: bool = False
     problems: tuple[str, ...] = ()
     remote: bool = False
+    #: The PCIe AER counters of each of its PCI functions (itself, its
+    #: other functions and its units), as discovery last read them; empty
+    #: when not read (an out-of-process driver's device).
+    aer: tuple[aer_lib.AerCounters, ...] = ()
 
     def __post_init__(self) -> None:
         if self.device_type not in DEVICE_TYPES:
@@ -209,6 +215,7 @@ class Accelerator:
             'mdev_types': [dataclasses.asdict(m) for m in self.mdev_types],
             'mdev_units': [dataclasses.asdict(u) for u in self.mdev_units],
             'problems': list(self.problems),
+            'aer': [c.to_dict() for c in self.aer],
         }
 
     def to_dict(self) -> dict:
@@ -227,7 +234,8 @@ class Accelerator:
     #: spec's (``uuid``, ``acc_specs``, ``acc_status``): this project's
     #: extension, all of which :func:`from_hardware` reads back.
     HARDWARE_EXTENSION_KEYS = ('driver', 'pci', 'placement', 'fpga_regions',
-                               'mdev_types', 'mdev_units', 'problems')
+                               'mdev_types', 'mdev_units', 'problems',
+                               'aer')
 
     def to_hardware(self, nodename: str) -> dict:
         """One entry of the internal API's ``GET /hardware`` list.
@@ -309,7 +317,9 @@ def from_hardware(entry: dict) -> Accelerator:
             reboot_required=bool(entry.get('acc_status', {}).get(
                 'reboot_required', False)),
             problems=tuple(entry.get('problems', ())),
-            remote=True)
+            remote=True,
+            aer=tuple(aer_lib.AerCounters.from_dict(c)
+                      for c in entry.get('aer', ())))
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ValueError('not a device of this project\'s /hardware '
                          'shape: %s %s' % (type(exc).__name__, exc))

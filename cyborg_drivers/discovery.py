@@ -18,6 +18,7 @@ import dataclasses
 import logging
 from typing import Iterable
 
+from cyborg_drivers import aer
 from cyborg_drivers import base
 from cyborg_drivers import device as device_model
 from cyborg_drivers import sysfs
@@ -65,6 +66,21 @@ class Discoverer:
         return dataclasses.replace(
             accelerator, problems=accelerator.problems + tuple(reasons))
 
+    @staticmethod
+    def _with_aer(accelerator: device_model.Accelerator,
+                  snapshot: sysfs.PciSnapshot) -> device_model.Accelerator:
+        """The accelerator with the AER counters of its PCI functions.
+
+        Its own functions first, then those of its units that are PCI
+        functions (a vGPU's units can be mdevs, which have none).
+        """
+        if accelerator.remote:
+            return accelerator
+        functions = [*accelerator.addresses, *(
+            u for u in accelerator.units if device_model.is_pci_address(u))]
+        return dataclasses.replace(accelerator, aer=aer.read_functions(
+            snapshot.devices_dir, functions))
+
     def discover(self, only: Iterable[str] | None = None,
                  gone: Iterable[str] = ()) -> DiscoveryResult:
         """Discover the whole host, or only the functions in ``only``.
@@ -101,7 +117,7 @@ class Discoverer:
                     continue
                 owners.update(dict.fromkeys(accelerator.addresses,
                                             driver.name))
-                found.append(accelerator)
+                found.append(self._with_aer(accelerator, snapshot))
         found.sort(key=lambda a: a.address)
         return DiscoveryResult(tuple(found), dict(snapshot.problems),
                                errors)

@@ -44,6 +44,11 @@ _PCI_ADDRESS = re.compile(
 # The kernel writes PCI_ID as '%04X:%04X'.
 _PCI_ID = re.compile(r'^([0-9a-fA-F]{4}):([0-9a-fA-F]{4})$')
 
+#: The ERROR_EVENT values of the kernel's PCIe error recovery
+#: (pci_uevent_ers): sent as a recovery of a fatal or non-fatal error
+#: begins, and as it succeeds or fails. Correctable errors send none.
+ERROR_EVENTS = ('BEGIN_RECOVERY', 'SUCCESSFUL_RECOVERY', 'FAILED_RECOVERY')
+
 
 @dataclasses.dataclass(frozen=True)
 class PciEvent:
@@ -54,6 +59,9 @@ class PciEvent:
     (the device's sys_name); ``vendor_id`` and ``product_id`` lowercase
     4-hex IDs from the PCI_ID property ('8086', '4940'), None when the
     event has none; ``seqnum`` the kernel sequence number, when known.
+    ``error_event`` is the ERROR_EVENT property of the 'change' events
+    the kernel's PCIe error recovery sends (one of
+    :data:`ERROR_EVENTS` with today's kernels), None on any other event.
     """
 
     action: str
@@ -61,6 +69,7 @@ class PciEvent:
     vendor_id: str | None
     product_id: str | None
     seqnum: int | None
+    error_event: str | None = None
 
 
 def _property(device: Any, name: str) -> str | None:
@@ -114,9 +123,11 @@ def event_from_device(action: str, device: Any) -> PciEvent | None:
     match = _PCI_ID.match(_property(device, 'PCI_ID') or '')
     if match:
         vendor_id, product_id = (part.lower() for part in match.groups())
+    error_event = _property(device, 'ERROR_EVENT')
     return PciEvent(action=str(action), address=address,
                     vendor_id=vendor_id, product_id=product_id,
-                    seqnum=_seqnum(device))
+                    seqnum=_seqnum(device),
+                    error_event=error_event or None)
 
 
 class PciEventWatcher:

@@ -95,11 +95,19 @@ class Reconciled:
 
 
 class Assignments:
-    """Assignments kept in the host's state store."""
+    """Assignments kept in the host's state store.
 
-    def __init__(self, store: state_store.StateStore) -> None:
+    :param hold_freed: every unit freed here is held back, scrubbing, in
+        the transaction that frees it (see :mod:`cyborg_nova.scrub`):
+        no other consumer can be given it until its scrub lifts the
+        hold.
+    """
+
+    def __init__(self, store: state_store.StateStore,
+                 hold_freed: bool = False) -> None:
         self.store = store
         self._units = store.units
+        self.hold_freed = hold_freed
 
     def all(self) -> list[Assignment]:
         """Every row, ordered by provider and unit."""
@@ -160,12 +168,16 @@ class Assignments:
                 table.fill_hostdevs(provider, {u: hostdev(u) for u in mine})
             if len(mine) >= count:
                 return mine[:count]
-            free = [u for u in candidates if u not in taken]
+            held = table.held(provider)
+            free = [u for u in candidates
+                    if u not in taken and u not in held]
             need = count - len(mine)
             if len(free) < need:
                 raise NoFreeUnits(
-                    '%d unit(s) of provider %s asked for %s, %d free'
-                    % (count, provider, consumer, len(free) + len(mine)))
+                    '%d unit(s) of provider %s asked for %s, %d free%s'
+                    % (count, provider, consumer, len(free) + len(mine),
+                       ' (%d held back until scrubbed or marked ready)'
+                       % len(held) if held else ''))
             new = free[:need]
             table.add(provider, consumer, new, time.time(),
                       {u: hostdev(u) for u in new} if hostdev else None)
@@ -177,7 +189,8 @@ class Assignments:
         extra = held[count:]
         if extra:
             with self._units.change() as table:
-                table.remove(consumer, [provider], units=extra)
+                table.remove(consumer, [provider], units=extra,
+                             hold=self.hold_freed)
         return extra
 
     def release(self, consumer: str, provider: str | None = None,
@@ -197,7 +210,8 @@ class Assignments:
             return 0
         with self._units.change() as table:
             return table.remove(consumer, only,
-                                created_before=created_before)
+                                created_before=created_before,
+                                hold=self.hold_freed)
 
     def move(self, source: str, dest: str,
              providers: Iterable[str] | None = None) -> int:
@@ -214,7 +228,7 @@ class Assignments:
         moved = 0
         with self._units.change() as table:
             for provider in held:
-                table.remove(dest, [provider])
+                table.remove(dest, [provider], hold=self.hold_freed)
                 moved += table.reassign(provider, source, dest)
         return moved
 
@@ -289,7 +303,8 @@ class Assignments:
             if free:
                 with self._units.change() as table:
                     table.remove(consumer, [provider], units=free,
-                                 created_before=read_at)
+                                 created_before=read_at,
+                                 hold=self.hold_freed)
                 result.released[consumer] = free
             counts[consumer] = len(busy)
             if not busy:

@@ -18,9 +18,12 @@ holds how much of each provider), the host's unit rows (which PCI
 functions serve each allocation) and the guests' PCI ``<hostdev>``
 elements (what each guest is given). :func:`audit` compares them and
 lists every disagreement as a :class:`Finding`; :func:`plan_fix` says
-which of those may be repaired without risk. Nothing here reads or
-writes anything: the ``cyborg-nova audit`` command gathers the three
-records and applies the plan.
+which of those may be repaired without risk. :func:`aer_findings` adds
+the devices whose PCIe AER error counts grew since the operator last
+cleared them, with the effect they had: not a disagreement, but what an
+operator auditing a host has to look at. Nothing here reads or writes
+anything: the ``cyborg-nova audit`` command gathers the records and
+applies the plan.
 """
 
 from __future__ import annotations
@@ -30,14 +33,18 @@ from typing import Iterable, Mapping
 from xml.etree import ElementTree
 
 from cyborg_nova import assignments as assignments_lib
+from cyborg_nova.store import health as health_table
 
 DOUBLE_ASSIGNMENT = 'double-assignment'
 ORPHAN_UNIT = 'orphan-unit'
 MISSING_UNITS = 'missing-units'
 EXTRA_UNITS = 'extra-units'
 UNALLOCATED_DEVICE = 'unallocated-device'
+AER_ERRORS = 'aer-errors'
 KINDS = (DOUBLE_ASSIGNMENT, ORPHAN_UNIT, MISSING_UNITS, EXTRA_UNITS,
-         UNALLOCATED_DEVICE)
+         UNALLOCATED_DEVICE, AER_ERRORS)
+#: The kinds that are disagreements between the records.
+INCONSISTENCIES = KINDS[:-1]
 
 #: {provider uuid: {consumer uuid: amount allocated}}
 Allocations = Mapping[str, Mapping[str, int]]
@@ -226,6 +233,43 @@ def _against_guests(rows: list[assignments_lib.Assignment],
     return findings
 
 
+def aer_findings(counters: Mapping[str, Iterable[health_table.Counter]],
+                 effects: Mapping[str, health_table.Effect],
+                 providers: Mapping[str, str]) -> list[Finding]:
+    """A finding per device with AER counts above their baseline.
+
+    Or with an effect recorded (it stays until cleared, even where the
+    counts were acknowledged some other way). ``units`` are the functions
+    above their baseline; the message gives their counts since the
+    baseline and the device's effect (``none`` when the counts took
+    none).
+
+    :param counters: {device: its rows}, as the state store has them.
+    :param effects: {device: its effect}, as the state store has them.
+    :param providers: {device: its provider uuid}.
+    """
+    findings = []
+    for device in sorted(set(counters) | set(effects)):
+        grown: dict[str, list[str]] = {}
+        for row in counters.get(device, ()):
+            if row.last > row.baseline:
+                grown.setdefault(row.function, []).append(
+                    '%s %d' % (row.severity, row.last - row.baseline))
+        effect = effects.get(device)
+        if not grown and effect is None:
+            continue
+        findings.append(Finding(
+            AER_ERRORS, providers.get(device, ''), '', tuple(sorted(grown)),
+            'PCIe AER errors on accelerator %s since its baseline: %s; '
+            'effect %s' % (
+                device, '; '.join('%s: %s' % (f, ', '.join(counts))
+                                  for f, counts in sorted(grown.items()))
+                or 'none now',
+                '%s (%s)' % (effect.effect, effect.reason) if effect
+                else 'none')))
+    return findings
+
+
 def plan_fix(findings: Iterable[Finding], hostdevs: Hostdevs
              ) -> tuple[list[Release], dict[Finding, str]]:
     """What ``--fix`` may do: the rows to delete, and why not the rest.
@@ -272,4 +316,8 @@ _LEFT_ALONE = {
     UNALLOCATED_DEVICE: 'a guest uses a function nothing pays for; '
                         'detach it from the guest, or attach the device '
                         'to the instance properly (instance-attach)',
+    AER_ERRORS: 'hardware errors are for an operator to judge; once the '
+                'device is checked, cyborg-nova device-set-state '
+                '<address> ready clears them (its counts now become the '
+                'baseline)',
 }

@@ -123,12 +123,17 @@ class UnitBooks:
 
     :param units: the host's unit table.
     :param work: what a unit needs done when given and freed.
+    :param on_freed: called after units were freed (and, with
+        ``units.hold_freed``, held for their scrub), e.g. to start the
+        scrub (:mod:`cyborg_nova.scrub`).
     """
 
     def __init__(self, units: assignments.Assignments,
-                 work: UnitWork | None = None) -> None:
+                 work: UnitWork | None = None,
+                 on_freed: Callable[[], object] | None = None) -> None:
         self.units = units
         self.work = work or NoWork()
+        self.on_freed = on_freed
         # (provider, consumer, allocated, assigned) already logged short.
         self._short_logged: set[tuple] = set()
 
@@ -223,7 +228,7 @@ class UnitBooks:
             self.units.release(consumer, rp)
             LOG.info('Instance %s no longer holds accelerator %s: released '
                      '%s', consumer, ours[rp][1], ', '.join(held[rp]))
-            self.work.retire(held[rp])
+            self._freed(held[rp])
         if not wanted:
             # An ordinary flavor never reads the accelerators: a host
             # whose devices cannot be read still builds it.
@@ -256,7 +261,7 @@ class UnitBooks:
                 LOG.info('Instance %s now holds %d of accelerator %s: '
                          'released %s', consumer, count, address,
                          ', '.join(extra))
-                self.work.retire(extra)
+                self._freed(extra)
             try:
                 made = self.work.prepare(device.accelerator, units[:count])
             except unit_work.UnitWorkError as exc:
@@ -268,6 +273,12 @@ class UnitBooks:
                          '%s', consumer, address, ', '.join(made))
             LOG.info('Instance %s gets %s of accelerator %s', consumer,
                      ', '.join(units), address)
+
+    def _freed(self, units: list[str]) -> None:
+        """Undo what was made of freed ``units``; then :attr:`on_freed`."""
+        self.work.retire(units)
+        if units and self.on_freed is not None:
+            self.on_freed()
 
     # -- allocations Placement moved or freed -------------------------------
 
@@ -281,7 +292,7 @@ class UnitBooks:
         providers = list(providers)
         held = self.units.of_consumer(consumer, providers)
         freed = self.units.release(consumer, providers=providers)
-        self.work.retire([u for units in held.values() for u in units])
+        self._freed([u for units in held.values() for u in units])
         if freed and why:
             LOG.info('Consumer %s released %d accelerator unit(s): %s',
                      consumer, freed, why)
@@ -298,7 +309,7 @@ class UnitBooks:
         moved = self.units.move(source, dest, providers)
         kept = {u for units in self.units.of_consumer(
             dest, providers).values() for u in units}
-        self.work.retire([u for units in before.values() for u in units
+        self._freed([u for units in before.values() for u in units
                           if u not in kept])
         if moved and why:
             LOG.info('%d accelerator unit(s) of consumer %s now held by '
@@ -330,7 +341,7 @@ class UnitBooks:
         for consumer, units in result.released.items():
             LOG.info('Consumer %s holds nothing on provider %s any more: '
                      'released %s', consumer, provider, ', '.join(units))
-            self.work.retire(units)
+            self._freed(units)
         for consumer, kept in result.kept.items():
             LOG.warning('Consumer %s holds nothing on provider %s in '
                         'Placement any more, but domain(s) %s still have '

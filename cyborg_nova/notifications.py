@@ -14,7 +14,8 @@
 
 The agent spec's "notifying users that their accelerators are ready":
 ``accelerator.discovered``, ``.ready``, ``.unhealthy``, ``.healthy``,
-``.removed`` (and ``.programmed`` when an FPGA is reprogrammed), sent
+``.removed`` (and ``.programmed`` when an FPGA is reprogrammed, and
+``.aer_error`` when PCIe AER error counts take an effect), sent
 through oslo.messaging. The driver is ``[oslo_messaging_notifications]
 driver``; the default, none configured, sends nothing (``noop``).
 
@@ -45,7 +46,9 @@ LOG = logging.getLogger(__name__)
 PAYLOAD_NAME = 'AcceleratorPayload'
 PAYLOAD_VERSION = '1.1'
 EVENTS = ('discovered', 'ready', 'unhealthy', 'healthy', 'removed',
-          'programmed')
+          'programmed', 'aer_error')
+#: The events sent at WARN priority; the others are INFO.
+WARNINGS = ('unhealthy', 'aer_error')
 #: Connection retries of one notification when the configured ``retry``
 #: is oslo.messaging's default, -1 (forever).
 DEFAULT_RETRY = 0
@@ -179,7 +182,7 @@ class Notifier:
             return
         body = payload(accelerator, nodename, state, reason, programming)
         try:
-            send = (self._notifier.warn if event == 'unhealthy'
+            send = (self._notifier.warn if event in WARNINGS
                     else self._notifier.info)
             send({}, 'accelerator.%s' % event, body)
         except Exception as exc:

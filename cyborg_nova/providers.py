@@ -36,6 +36,7 @@ import os_traits
 
 from cyborg_drivers import device as device_model
 from cyborg_drivers import discovery
+from cyborg_nova import health
 from cyborg_nova import provider_devices
 from cyborg_nova import remote_devices
 from cyborg_nova import store as state_store
@@ -77,6 +78,14 @@ def reserved(state: str, accelerator: device_model.Accelerator | None,
     return min(total, kept)
 
 
+def one_time_traits(one_time_use: bool) -> set[str]:
+    """The trait of a provider whose freed units wait for the operator.
+
+    ``HW_PCI_ONE_TIME_USE``, as Nova's one-time-use PCI devices carry.
+    """
+    return {os_traits.HW_PCI_ONE_TIME_USE} if one_time_use else set()
+
+
 def fully_reserved(inventories: dict) -> dict:
     """``inventories`` with each record's ``reserved`` = its total."""
     return {rc: dict(inv, reserved=inv['total'])
@@ -103,11 +112,24 @@ class ProviderTreeUpdater:
     def __init__(self, discoverer: discovery.Discoverer,
                  store: state_store.StateStore,
                  allocations_for: AllocationLookup,
-                 auto_ready: bool = False) -> None:
+                 auto_ready: bool = False,
+                 aer: health.AerHealth | None = None,
+                 one_time_use: Callable[[device_model.Accelerator], bool]
+                 | None = None) -> None:
+        """Report the devices ``discoverer`` finds, with ``store``.
+
+        :param aer: evaluates the devices' PCIe AER counts each cycle;
+            None: they are not evaluated here, but the effects the store
+            records (the agent's) still put their trait on providers.
+        """
         self.discoverer = discoverer
         self.store = store
         self.allocations_for = allocations_for
         self.auto_ready = auto_ready
+        self.aer = aer
+        #: Whether a device's freed units wait for the operator
+        #: (``[scrub] one_time_use``): its provider gets the trait.
+        self.one_time_use = one_time_use or (lambda accelerator: False)
         # The problems last logged per accelerator: said once when they
         # change, not every cycle.
         self._problems_logged: dict[str, tuple[str, ...]] = {}
@@ -135,6 +157,9 @@ class ProviderTreeUpdater:
         initial = state_store.READY if self.auto_ready else (
             state_store.INACTIVE)
         states = self.store.sync(nodename, result.accelerators, initial)
+        if self.aer is not None:
+            states = self.aer.evaluate(nodename, result.accelerators, states)
+        aer_effects = self.store.aer.effects(nodename)
         # What a guest build reads instead of discovering again.
         provider_devices.record(self.store, nodename, result.accelerators)
         kept = self.store.units.kept()
@@ -162,7 +187,10 @@ class ProviderTreeUpdater:
             provider_tree.update_inventory(uuid, self._keep_used(
                 uuid, address, current, wanted, allocations))
             self._sync_traits(provider_tree, nodename, uuid, row,
-                              set(accelerator.traits) | {OWNER_TRAIT})
+                              set(accelerator.traits) | {OWNER_TRAIT}
+                              | health.traits(aer_effects.get(address))
+                              | one_time_traits(
+                                  self.one_time_use(accelerator)))
         for uuid, data in ours.items():
             address = data.name[len(prefix):]
             if address in found:
@@ -306,6 +334,7 @@ class ProviderTreeUpdater:
                      'removing provider %s', address, uuid)
             provider_tree.remove(uuid)
             self.store.forget(nodename, address)
+            self.store.aer.forget(nodename, [address])
             return
         # Gone while in use (or Placement cannot tell): keep the provider
         # so the allocations stay valid, but let nothing new land on it.

@@ -184,3 +184,39 @@ def _set_num_vfs(sysfs_root: str, address: str, count: int, *,
         _common.write_attr(numvfs, '0')
     _common.write_attr(numvfs, str(count))
     return count
+
+
+@privsep.sysfs_admin.entrypoint
+def reset_function(address: str) -> str:
+    """Reset the PCI function at ``address`` as the kernel can.
+
+    A write of ``1`` to its ``reset``: the kernel tries the methods in
+    the function's ``reset_method`` (a function-level reset first for a
+    VF) and fails the write if none worked. The function keeps its
+    driver; what a guest left in it is gone.
+
+    :returns: the function's reset methods, as the kernel lists them
+        (empty on a kernel older than 5.15, which has no list).
+    :raises InvalidArgument: (or a subclass) a bad or unknown address, a
+        bridge; nothing was written.
+    :raises NotPossible: the kernel offers no way to reset it (no
+        ``reset``), or the reset failed.
+    """
+    return _reset_function(_common.sysfs_root(), address)
+
+
+def _reset_function(sysfs_root: str, address: str) -> str:
+    dev = _common.device_dir(sysfs_root, address)
+    _common.refuse_bridge(dev, address)
+    reset = os.path.join(dev, 'reset')
+    methods = _common.read_attr(os.path.join(dev, 'reset_method')) or ''
+    if not os.path.isfile(reset):
+        raise privsep.NotPossible(
+            '%s cannot be reset: the kernel offers no reset method for it '
+            '(it has no reset attribute)' % address)
+    try:
+        _common.write_attr(reset, '1')
+    except OSError as exc:
+        raise privsep.NotPossible('reset of %s failed (methods: %s): %s'
+                                  % (address, methods or 'unknown', exc))
+    return methods

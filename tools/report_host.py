@@ -38,6 +38,7 @@ from oslo_config import cfg
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
 from cyborg_nova import conf as cn_conf
+from cyborg_nova import health
 from cyborg_nova import lifecycle
 from cyborg_nova import providers
 from cyborg_nova import store as state_store
@@ -81,7 +82,8 @@ def main(argv=None) -> int:
         store,
         lambda rp: client.get_allocations_for_resource_provider(
             ctx, rp).allocations,
-        auto_ready=True)
+        auto_ready=True,
+        aer=health.AerHealth(store, health.Policy.from_conf(conf)))
     ctx = context.get_admin_context()
     root_uuid = str(uuid.uuid5(ROOT_NAMESPACE, args.nodename))
     for _ in range(args.cycles):

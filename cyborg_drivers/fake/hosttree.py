@@ -336,8 +336,18 @@ class _Builder:
             'resource': _EMPTY_RESOURCE * (_BRIDGE_RESOURCES if bridge
                                            else _RESOURCES),
         }
+        # The kernel shows reset_method (5.15+) and the write-only reset
+        # only on a function it can reset: an endpoint with FLR by
+        # default, none where the profile says so (reset_method '').
+        methods = '' if bridge else f.get('reset_method', 'flr')
+        if methods:
+            attrs['reset_method'] = methods + '\n'
         for name, text in attrs.items():
             _write(os.path.join(path, name), text)
+        if methods:
+            reset = os.path.join(path, 'reset')
+            _write(reset, '')
+            os.chmod(reset, 0o200)
         with open(os.path.join(path, 'config'), 'wb') as fp:
             fp.write(self._config(f, irq, bridge, multifunction))
 

@@ -32,6 +32,7 @@ from cyborg_drivers import discovery
 from cyborg_drivers import events
 from cyborg_drivers import inventory
 from cyborg_nova import fencing
+from cyborg_nova import health
 from cyborg_nova import notifications
 from cyborg_nova import providers
 from cyborg_nova import store as state_store
@@ -73,13 +74,16 @@ class LocalHost:
     :param fencer: writes ``reserved`` to Placement; None: no fencing.
     :param auto_ready: new devices start ``ready`` (else ``inactive``),
         as ``[cyborg_nova] auto_ready`` makes nova-compute do.
+    :param aer: evaluates the devices' PCIe AER counts at each discovery
+        and on the kernel's error-recovery events; None: not evaluated.
     """
 
     def __init__(self, drivers: list[base.AcceleratorDriver],
                  sysfs_root: str, store: state_store.StateStore,
                  nodename: str, fencer: fencing.Fencer | None = None,
                  auto_ready: bool = False,
-                 notifier: notifications.Notifier | None = None) -> None:
+                 notifier: notifications.Notifier | None = None,
+                 aer: health.AerHealth | None = None) -> None:
         self._discoverer = _RecordingDiscoverer(drivers, sysfs_root)
         self.inventory = inventory.HostInventory(self._discoverer)
         self.store = store
@@ -101,6 +105,7 @@ class LocalHost:
         self.notifier = notifier
         # address -> state last seen, for the "ready" notification.
         self._seen_state: dict[str, str] = {}
+        self.aer = aer
 
     @property
     def drivers(self) -> list[base.AcceleratorDriver]:
@@ -118,6 +123,7 @@ class LocalHost:
     def hardware(self) -> list[dict]:
         """The internal API's ``GET /hardware`` entries of this host."""
         rows = self.store.devices(self.nodename)
+        effects = self.store.aer.effects(self.nodename)
         entries = []
         for accelerator in self.accelerators():
             entry = accelerator.to_hardware(self.nodename)
@@ -130,6 +136,11 @@ class LocalHost:
                                                   row.reason or 'no reason'))
             entry['health'] = {'healthy': not problems,
                                'problems': problems}
+            # Beside its counters (entry['aer']): what they did.
+            effect = effects.get(accelerator.address)
+            entry['aer_effect'] = {
+                'effect': effect.effect, 'reason': effect.reason,
+                'since': effect.since} if effect else None
             entries.append(entry)
         return entries
 
@@ -162,6 +173,7 @@ class LocalHost:
         result = self._discoverer.last_result
         self.last_errors = dict(result.driver_errors) if result else {}
         rows = self._sync(self.accelerators())
+        rows = self._evaluate(self.accelerators(), rows)
         self._notify(before, change, rows)
         affected = self._addresses(change)
         if not self._refreshed:
@@ -177,15 +189,33 @@ class LocalHost:
 
     def handle_event(self, event: events.PciEvent
                      ) -> list[fencing.FenceResult]:
-        """Re-discover the device of a udev event; fence what changed."""
+        """Re-discover the device of a udev event; fence what changed.
+
+        An event of the kernel's PCIe error recovery (``ERROR_EVENT``)
+        also has the AER counts of the device it is about evaluated, and
+        the device fenced if they take it out, whether or not anything
+        else about it changed.
+        """
         before = self._by_address()
         change = self.inventory.handle_event(event)
-        if not change:
+        erred = []
+        if event.error_event:
+            erred = [a for a in self.accelerators()
+                     if event.address in a.addresses
+                     or event.address in a.units]
+            LOG.warning('PCIe error recovery event %s on %s (accelerator '
+                        '%s)', event.error_event, event.address,
+                        ', '.join(a.address for a in erred) or 'none')
+        if not change and not erred:
             return []
         result = self._discoverer.last_result
         rows = self._sync(change.added + change.changed)
+        seen = {a.address: a for a in change.added + change.changed}
+        seen.update((a.address, a) for a in erred)
+        rows = self._evaluate(seen.values(), rows)
         self._notify(before, change, rows)
-        return self._fence(self._addresses(change), rows, result)
+        return self._fence(self._addresses(change) | set(seen), rows,
+                           result)
 
     def _by_address(self) -> dict[str, device_model.Accelerator]:
         return {a.address: a for a in self.accelerators()}
@@ -236,6 +266,20 @@ class LocalHost:
               ) -> dict[str, state_store.DeviceState]:
         """Record the devices found (as Nova's update does); every row."""
         return self.store.sync(self.nodename, found, self.initial_state)
+
+    def _evaluate(self, found: Iterable[device_model.Accelerator],
+                  rows: dict[str, state_store.DeviceState]
+                  ) -> dict[str, state_store.DeviceState]:
+        """``rows`` after the AER counts of ``found`` took their effects."""
+        if self.aer is None:
+            return rows
+        try:
+            return self.aer.evaluate(self.nodename, found, rows)
+        except Exception:
+            # Fencing what changed must not wait for a store or rule
+            # failure here; the next discovery evaluates again.
+            LOG.exception('PCIe AER counts not evaluated')
+            return rows
 
     def _fence(self, addresses: set[str],
                rows: dict[str, state_store.DeviceState],

@@ -94,6 +94,25 @@ HARDWARE_ENTRY = {
             'properties': {'healthy': {'type': 'boolean'},
                            'problems': _STRINGS},
         },
+        'aer': {
+            'type': 'array',
+            'items': {'type': 'object'},
+            'description': 'The PCIe AER error counts of each PCI function '
+                           'of the device (fatal, nonfatal, correctable; '
+                           'null where they cannot be read, with the '
+                           'reason); local devices only.',
+        },
+        'aer_effect': {
+            'type': 'object',
+            'nullable': True,
+            'properties': {'effect': {'type': 'string',
+                                      'enum': ['inform', 'fence']},
+                           'reason': {'type': 'string'},
+                           'since': {'type': 'number'}},
+            'description': 'The effect the device\'s PCIe AER errors '
+                           'took, until the operator clears it; null '
+                           'when none. Local devices only.',
+        },
     },
 }
 

@@ -49,6 +49,7 @@ from cyborg_nova.agent import remote_sync
 from cyborg_nova.api import server
 from cyborg_nova.conf import agent as agent_conf
 from cyborg_nova import fencing
+from cyborg_nova import health
 from cyborg_nova import lifecycle
 from cyborg_nova import notifications
 from cyborg_nova import placement
@@ -124,7 +125,8 @@ class Agent:
         self.local = host.LocalHost(
             drivers, conf.cyborg_nova.sysfs_root, self.store,
             self.nodename, self._fencer(), conf.cyborg_nova.auto_ready,
-            self.notifier)
+            self.notifier, health.AerHealth(
+                self.store, health.Policy.from_conf(conf), self.notifier))
         self.remote_recorder = remote_sync.RemoteRecorder(
             self.store, self.nodename, self.local.fencer,
             self.local.accelerators)

@@ -168,6 +168,12 @@ class Audit(hostargs.HostCommand, lister.Lister):
     unallocated-device
         a domain has a unit of an accelerator as a hostdev that no
         allocation of that instance is served by.
+    aer-errors
+        not a disagreement: the PCIe AER error counts of an
+        accelerator's functions grew since the operator last cleared
+        them (device-set-state ready), or took an effect (inform,
+        fence) not cleared yet; the message gives the counts and the
+        effect. These rows do not change the exit status.
 
     A consumer that is not a domain is a migration record: during a
     resize it holds the units of the stopped guest, which is not
@@ -220,11 +226,18 @@ class Audit(hostargs.HostCommand, lister.Lister):
                 'units the store records are checked in the guests\n')
             units = {}
         findings = audit.audit(allocations, rows, hostdevs, units, devices)
+        if store is not None:
+            counters = store.aer.counters(nodename)
+            effects = store.aer.effects(nodename)
+            findings += audit.aer_findings(counters, effects, {
+                a: providers_lib.provider_uuid(nodename, a)
+                for a in set(counters) | set(effects)})
         outcome = {}
         if parsed_args.fix:
             outcome = self._fix(store, findings, hostdevs, started)
         self.remaining = [f for f in findings
-                          if not outcome.get(f, '').startswith('fixed')]
+                          if f.kind in audit.INCONSISTENCIES
+                          and not outcome.get(f, '').startswith('fixed')]
         self.summary = self._summary(findings, parsed_args.fix, devices,
                                      rows, hostdevs)
         names = _COLUMNS + (('fix',) if parsed_args.fix else ())
@@ -260,6 +273,11 @@ class Audit(hostargs.HostCommand, lister.Lister):
     def _summary(self, findings, fix, devices, rows, hostdevs) -> str:
         checked = '%d accelerator provider(s), %d unit row(s), %d ' \
             'domain(s) checked' % (len(devices), len(rows), len(hostdevs))
+        errors = sum(f.kind == audit.AER_ERRORS for f in findings)
+        if errors:
+            checked += '; %d accelerator(s) with PCIe AER errors' % errors
+        findings = [f for f in findings
+                    if f.kind in audit.INCONSISTENCIES]
         if not findings:
             return 'no inconsistencies: %s' % checked
         found = '%d %s found' % (len(findings), 'inconsistency' if len(

@@ -21,6 +21,7 @@ from cliff import show
 
 from cyborg_nova.cmd import columns
 from cyborg_nova.cmd import hostargs
+from cyborg_nova import health
 from cyborg_nova import lifecycle
 from cyborg_nova import providers
 from cyborg_nova import store as state_store
@@ -124,7 +125,9 @@ class DeviceSetState(hostargs.HostCommand, command.Command):
 
     States: inactive, ready, unhealthy, held, programming, failed. Only a
     ready device is offered to the scheduler; nova-compute applies the
-    change at its next update.
+    change at its next update. Setting a device ready also clears the
+    effect its PCIe AER errors had: its error counts now become the
+    counts later errors are counted from.
     """
 
     def get_parser(self, prog_name):
@@ -137,7 +140,14 @@ class DeviceSetState(hostargs.HostCommand, command.Command):
         return parser
 
     def take_action(self, parsed_args):
-        store = hostargs.store(hostargs.conf(self.app))
+        conf = hostargs.conf(self.app)
+        store = hostargs.store(conf)
+        if parsed_args.state == state_store.READY:
+            # Before the state: the effect cleared first is not taken
+            # again by a discovery that sees the device ready meanwhile.
+            health.acknowledge(store, parsed_args.nodename,
+                               parsed_args.address,
+                               conf.cyborg_nova.sysfs_root)
         try:
             store.set_state(parsed_args.nodename, parsed_args.address,
                             parsed_args.state, parsed_args.reason)

@@ -14,8 +14,10 @@
 
 from __future__ import annotations
 
+from cliff import columns as cliff_columns
 from cliff import lister
 
+from cyborg_drivers import aer
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
 from cyborg_nova.cmd import columns
@@ -26,7 +28,18 @@ COLUMNS = ('address', 'vendor_id', 'product_id', 'driver', 'resource_class',
            'traits', 'total', 'numa_node')
 LONG_COLUMNS = COLUMNS + ('device_type', 'class_code', 'kernel_driver',
                           'iommu_group', 'units', 'setup_required',
-                          'problems')
+                          'problems', 'aer', 'aer_effect')
+
+
+class AerColumn(cliff_columns.FormattableColumn):
+    """Each function's AER counters: a line each, or the dicts."""
+
+    def human_readable(self):
+        return '\n'.join(aer.AerCounters.from_dict(c).summary()
+                         for c in self._value)
+
+    def machine_readable(self):
+        return list(self._value)
 
 
 class Discover(hostargs.HostCommand, lister.Lister):
@@ -35,7 +48,10 @@ class Discover(hostargs.HostCommand, lister.Lister):
     Runs the drivers over one snapshot of <sysfs-root>/bus/pci and prints
     one row per accelerator: a whole device, or a PF whose VFs are its
     units. Devices that cannot be read are skipped with a warning on
-    stderr; nothing is written anywhere.
+    stderr; nothing is written anywhere. With --long, "aer" shows the
+    PCIe AER error counts of each of its PCI functions (unknown where
+    they cannot be read) and "aer_effect" the effect they had, as the
+    host's state store records it for --nodename.
     """
 
     def get_parser(self, prog_name):
@@ -57,7 +73,8 @@ class Discover(hostargs.HostCommand, lister.Lister):
         parser.add_argument(
             '--long', action='store_true',
             help='Also show device type, class, kernel driver, IOMMU '
-                 'group, units and problems.')
+                 'group, units, problems and PCIe AER errors.')
+        hostargs.add_nodename(parser)
         return parser
 
     def take_action(self, parsed_args):
@@ -81,11 +98,18 @@ class Discover(hostargs.HostCommand, lister.Lister):
             warn('no accelerators found under %s by %s\n'
                  % (root, ', '.join(names)))
         wanted = LONG_COLUMNS if parsed_args.long else COLUMNS
+        store = hostargs.existing_store(conf) if parsed_args.long else None
+        effects = (store.aer.effects(parsed_args.nodename)
+                   if store is not None else {})
         rows = []
         for accelerator in result.accelerators:
             data = accelerator.to_dict()
+            effect = effects.get(accelerator.address)
+            data['aer_effect'] = ('%s: %s' % (effect.effect, effect.reason)
+                                  if effect else 'none')
             rows.append(tuple(
-                columns.ListColumn(data[c])
+                AerColumn(data[c]) if c == 'aer'
+                else columns.ListColumn(data[c])
                 if isinstance(data[c], list) else data[c]
                 for c in wanted))
         return wanted, rows

@@ -18,8 +18,12 @@ to :func:`register_opts` (nova-compute passes Nova's own ``CONF``).
 
 from oslo_config import cfg
 
+from cyborg_nova.conf import aer
 from cyborg_nova.conf import cyborg_nova
+from cyborg_nova.conf import scrub
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
     cyborg_nova.register_opts(conf)
+    aer.register_opts(conf)
+    scrub.register_opts(conf)

@@ -24,6 +24,7 @@ import socket
 from oslo_config import cfg
 
 from cyborg_nova.conf import api as api_conf
+from cyborg_nova.conf import groups
 
 GROUP = cfg.OptGroup(
     'cyborg_agent',
@@ -184,13 +185,8 @@ Related options:
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
     """Register the REST API options and the agent's under ``GROUP``."""
-    # A group of its own: oslo.config copies a registered group
-    # shallowly, so registering the module's GROUP in two
-    # ConfigOpts would share their options and overrides.
-    conf.register_group(cfg.OptGroup(GROUP.name, title=GROUP.title,
-                                     help=GROUP.help))
+    groups.register(conf, GROUP, OPTS)
     api_conf.register_opts(conf, GROUP.name)
-    conf.register_opts(OPTS, group=GROUP)
 
 
 def list_opts() -> dict:

@@ -21,6 +21,7 @@ from oslo_config import cfg
 from oslo_db import options as db_options
 
 from cyborg_nova.conf import api as api_conf
+from cyborg_nova.conf import groups
 from cyborg_nova import placement
 
 GROUP = cfg.OptGroup(
@@ -110,13 +111,8 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 
     ``[database] connection`` defaults to :data:`DEFAULT_CONNECTION`.
     """
-    # A group of its own: oslo.config copies a registered group
-    # shallowly, so registering the module's GROUP in two
-    # ConfigOpts would share their options and overrides.
-    conf.register_group(cfg.OptGroup(GROUP.name, title=GROUP.title,
-                                     help=GROUP.help))
+    groups.register(conf, GROUP, OPTS)
     api_conf.register_opts(conf, GROUP.name)
-    conf.register_opts(OPTS, group=GROUP)
     db_options.set_defaults(conf, connection=DEFAULT_CONNECTION)
     placement.register_opts(conf)
 

@@ -14,6 +14,8 @@
 
 from oslo_config import cfg
 
+from cyborg_nova.conf import groups
+
 GROUP = cfg.OptGroup(
     'cyborg_nova',
     title='cyborg-nova accelerator options',
@@ -117,12 +119,7 @@ list of devices).
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    # A group of its own: oslo.config copies a registered group
-    # shallowly, so registering the module's GROUP in two
-    # ConfigOpts would share their options and overrides.
-    conf.register_group(cfg.OptGroup(GROUP.name, title=GROUP.title,
-                                     help=GROUP.help))
-    conf.register_opts(OPTS, group=GROUP)
+    groups.register(conf, GROUP, OPTS)
 
 
 def list_opts():

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from oslo_config import cfg
 
+from cyborg_nova.conf import groups
+
 GROUP = cfg.OptGroup(
     'cyborg_nova_privsep',
     title='cyborg-nova privileged helpers',
@@ -138,12 +140,7 @@ as failed.
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    # A group of its own: oslo.config copies a registered group
-    # shallowly, so registering the module's GROUP in two
-    # ConfigOpts would share their options and overrides.
-    conf.register_group(cfg.OptGroup(GROUP.name, title=GROUP.title,
-                                     help=GROUP.help))
-    conf.register_opts(OPTS, group=GROUP)
+    groups.register(conf, GROUP, OPTS)
 
 
 def list_opts() -> dict:

@@ -18,8 +18,9 @@ the ``reserved`` value its provider gets, the traits this project last
 set on the provider (so it removes only traits it owns), the drivers the
 operator installed or uninstalled, and the VF count the operator set on
 each SR-IOV PF (which the kernel forgets at every boot). The unit table
-(:attr:`StateStore.units`) and the programming journal's tables
-(:attr:`StateStore.jobs`) are reached through it.
+(:attr:`StateStore.units`), the programming journal's tables
+(:attr:`StateStore.jobs`) and the PCIe AER tables
+(:attr:`StateStore.aer`) are reached through it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import time
 from typing import Iterable
 
 from cyborg_nova.store import database
+from cyborg_nova.store import health
 from cyborg_nova.store import jobs
 from cyborg_nova.store import remote
 from cyborg_nova.store import services
@@ -88,6 +90,8 @@ class StateStore(database.Database):
         self.services = services.ServiceTable(self)
         #: The out-of-process drivers the agent registered, and devices.
         self.remote = remote.RemoteDriverTable(self)
+        #: The PCIe AER counts of each device and the effects they had.
+        self.aer = health.AerTable(self)
 
     @staticmethod
     def _row(row) -> DeviceState:

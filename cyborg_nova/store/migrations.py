@@ -225,7 +225,9 @@ def _unit_holds(db: sqlite3.Connection) -> None:
     frees it, so no other consumer can take it in between: ``scrubbing``
     while its family's scrub runs, ``used`` when it is one-time-use and
     waits for the operator, ``failed`` when the scrub failed (its device
-    is fenced). A held unit counts as reserved in Placement.
+    is fenced). ``owner`` names the process running the scrub
+    (``pid@host``), so two never scrub one unit. A held unit counts as
+    reserved in Placement.
     """
     db.execute("""CREATE TABLE unit_holds (
         provider TEXT NOT NULL,
@@ -233,9 +235,45 @@ def _unit_holds(db: sqlite3.Connection) -> None:
         state TEXT NOT NULL,
         reason TEXT,
         consumer TEXT,
+        owner TEXT,
         since REAL NOT NULL,
         updated_at REAL NOT NULL,
         PRIMARY KEY (provider, unit))""")
+
+
+# -- step 7: PCIe AER counters and the effects they had ----------------------
+
+def _aer_health(db: sqlite3.Connection) -> None:
+    """``aer_counters`` and ``aer_effects``: PCIe AER health per device.
+
+    ``aer_counters`` has a row per PCI function of a device and AER
+    severity: the count the operator last acknowledged (``baseline``),
+    the count at the start of the current rate window, and the last count
+    read. ``aer_effects`` has a row per device whose counts took an
+    effect (``inform`` or ``fence``), kept until the operator clears it,
+    with the effect last notified.
+    """
+    db.execute("""CREATE TABLE aer_counters (
+        nodename TEXT NOT NULL,
+        device TEXT NOT NULL,
+        function TEXT NOT NULL,
+        severity TEXT NOT NULL,
+        baseline INTEGER NOT NULL,
+        baseline_at REAL NOT NULL,
+        window INTEGER NOT NULL,
+        window_at REAL NOT NULL,
+        last INTEGER NOT NULL,
+        last_at REAL NOT NULL,
+        PRIMARY KEY (nodename, device, function, severity))""")
+    db.execute("""CREATE TABLE aer_effects (
+        nodename TEXT NOT NULL,
+        device TEXT NOT NULL,
+        effect TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        notified TEXT NOT NULL,
+        since REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        PRIMARY KEY (nodename, device))""")
 
 
 #: Every step, in order; the store's version is the number of the last
@@ -254,6 +292,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               _unit_records),
     Migration(6, 'unit_holds: freed units scrubbing, one-time-use or '
               'failed, held back from the next guest', _unit_holds),
+    Migration(7, 'aer_counters, aer_effects: PCIe AER counts and the '
+              'effects they had', _aer_health),
 )
 #: The version this code writes and reads.
 LATEST = MIGRATIONS[-1].number

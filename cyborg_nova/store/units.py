@@ -16,6 +16,11 @@
 Rows are keyed ``(provider, unit)``; :mod:`cyborg_nova.assignments`
 decides which rows to write. Reads open a connection each; writes that
 must see and change the table at once go through :meth:`UnitTable.change`.
+
+Units a consumer freed can be held back from the next one
+(``unit_holds``, see :class:`Hold`): the hold is written in the very
+transaction that frees the unit, and a held unit is neither free nor
+unreserved until its hold is lifted.
 """
 
 from __future__ import annotations
@@ -23,12 +28,24 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sqlite3
-from typing import Iterator, Mapping, Sequence
+import time
+from typing import Iterable, Iterator, Mapping, Sequence
 
 from cyborg_nova.store import database
 
 _SELECT = ('SELECT unit, consumer, provider, created_at, kept_for, '
            'hostdev FROM unit_assignments')
+_SELECT_HOLDS = ('SELECT provider, unit, state, reason, consumer, owner, '
+                 'since, updated_at FROM unit_holds')
+
+#: A freed unit whose scrub has not finished.
+SCRUBBING = 'scrubbing'
+#: A freed one-time-use unit, scrubbed if its family scrubs, that waits
+#: for the operator to mark it ready.
+USED = 'used'
+#: A freed unit whose scrub failed; its device is fenced.
+FAILED = 'failed'
+HOLD_STATES = (SCRUBBING, USED, FAILED)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,8 +71,27 @@ class Assignment:
     hostdev: str | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Hold:
+    """``unit`` of ``provider``, freed by ``consumer``, held back.
+
+    ``state`` is one of :data:`HOLD_STATES`; ``reason`` says why a scrub
+    failed; ``owner`` (``pid@host``) is the process scrubbing it, None
+    until one takes it.
+    """
+
+    provider: str
+    unit: str
+    state: str
+    reason: str | None
+    consumer: str | None
+    owner: str | None
+    since: float
+    updated_at: float
+
+
 class UnitTable:
-    """The ``unit_assignments`` table of ``store``."""
+    """The ``unit_assignments`` and ``unit_holds`` tables of ``store``."""
 
     def __init__(self, store: database.Database) -> None:
         self._store = store
@@ -73,11 +109,38 @@ class UnitTable:
         return self._select('WHERE consumer = ? ORDER BY unit', (consumer,))
 
     def kept(self) -> dict[str, int]:
-        """{provider: units kept for a domain} (see :class:`Assignment`)."""
+        """{provider: its units nobody may be given}: those to reserve.
+
+        The units kept for a domain (see :class:`Assignment`) and the
+        held ones (see :class:`Hold`).
+        """
         with self._store._connect() as db:
             return dict(db.execute(
-                'SELECT provider, COUNT(*) FROM unit_assignments WHERE '
-                'kept_for IS NOT NULL GROUP BY provider'))
+                'SELECT provider, COUNT(*) FROM (SELECT provider FROM '
+                'unit_assignments WHERE kept_for IS NOT NULL UNION ALL '
+                'SELECT provider FROM unit_holds) GROUP BY provider'))
+
+    def holds(self, provider: str | None = None,
+              state: str | None = None) -> list[Hold]:
+        """The held units (of ``provider``, in ``state``), by provider."""
+        clauses, args = [], []
+        for column, value in (('provider', provider), ('state', state)):
+            if value is not None:
+                clauses.append('%s = ?' % column)
+                args.append(value)
+        where = ('WHERE %s ' % ' AND '.join(clauses)) if clauses else ''
+        with self._store._connect() as db:
+            # Only this module's column names are formatted in.
+            return [Hold(*row) for row in db.execute(
+                '%s %sORDER BY provider, unit' % (_SELECT_HOLDS, where),
+                args)]
+
+    def hold(self, unit: str) -> Hold | None:
+        """The hold of ``unit`` (on whichever provider), if any."""
+        with self._store._connect() as db:
+            row = db.execute('%s WHERE unit = ?' % _SELECT_HOLDS,
+                             (unit,)).fetchone()
+        return Hold(*row) if row else None
 
     def _select(self, clause: str, args: Sequence) -> list[Assignment]:
         with self._store._connect() as db:
@@ -113,6 +176,56 @@ class UnitChange:
             'SELECT unit, consumer FROM unit_assignments '
             'WHERE provider = ?', (provider,)))
 
+    def held(self, provider: str) -> set[str]:
+        """The units of ``provider`` held back (see :class:`Hold`)."""
+        return {unit for (unit,) in self._db.execute(
+            'SELECT unit FROM unit_holds WHERE provider = ?', (provider,))}
+
+    def claim(self, provider: str, unit: str, owner: str,
+              stale: Iterable[str] = ()) -> bool:
+        """Make ``owner`` the one scrubbing ``unit``; whether it is.
+
+        A unit nobody scrubs, or whose scrubber is in ``stale`` (a
+        process known to be gone), is taken.
+        """
+        stale = list(stale)
+        return bool(self._db.execute(
+            'UPDATE unit_holds SET owner = ?, updated_at = ? WHERE '
+            'provider = ? AND unit = ? AND state = ? AND (owner IS NULL '
+            'OR owner = ? OR owner IN (%s))' % ','.join('?' * len(stale)),
+            [owner, time.time(), provider, unit, SCRUBBING, owner]
+            + stale).rowcount)
+
+    def set_hold(self, provider: str, unit: str, state: str,
+                 reason: str | None = None, owner: str | None = None
+                 ) -> bool:
+        """Move ``unit``'s hold to ``state``; whether it was there.
+
+        :param owner: only if this process holds its scrub.
+        """
+        query = ('UPDATE unit_holds SET state = ?, reason = ?, owner = '
+                 'NULL, updated_at = ? WHERE provider = ? AND unit = ?')
+        args = [state, reason, time.time(), provider, unit]
+        if owner is not None:
+            query += ' AND owner = ?'
+            args.append(owner)
+        return bool(self._db.execute(query, args).rowcount)
+
+    def lift(self, provider: str, unit: str,
+             states: Sequence[str] = HOLD_STATES,
+             owner: str | None = None) -> bool:
+        """Free ``unit``'s hold if it is in ``states``; whether it was.
+
+        :param owner: only if this process holds its scrub.
+        """
+        query = ('DELETE FROM unit_holds WHERE provider = ? AND unit = ? '
+                 'AND state IN (%s)' % ','.join('?' * len(states)))
+        args = [provider, unit, *states]
+        if owner is not None:
+            query += ' AND owner = ?'
+            args.append(owner)
+        return bool(self._db.execute(query, args).rowcount)
+
     def add(self, provider: str, consumer: str, units: Sequence[str],
             at: float, hostdevs: Mapping[str, str] | None = None) -> None:
         """Give ``consumer`` the ``units`` of ``provider``.
@@ -141,29 +254,40 @@ class UnitChange:
 
     def remove(self, consumer: str, providers: Sequence[str] | None = None,
                units: Sequence[str] | None = None,
-               created_before: float | None = None) -> int:
+               created_before: float | None = None,
+               hold: bool = False) -> int:
         """Free what ``consumer`` holds; how many units were freed.
 
         :param providers: only on these providers (none: on every one).
         :param units: only these units.
         :param created_before: only units assigned before this time.
+        :param hold: hold each freed unit back, :data:`SCRUBBING`, in
+            this transaction (see :class:`Hold`).
         """
-        query = 'DELETE FROM unit_assignments WHERE consumer = ?'
+        where = ' WHERE consumer = ?'
         args: list = [consumer]
         for column, values in (('provider', providers), ('unit', units)):
             if values is None:
                 continue
             if not values:
                 return 0
-            query += ' AND %s IN (%s)' % (column,
+            where += ' AND %s IN (%s)' % (column,
                                           ','.join('?' * len(values)))
             args.extend(values)
         if created_before is not None:
-            query += ' AND created_at < ?'
+            where += ' AND created_at < ?'
             args.append(created_before)
         # Only this module's column names and '?' placeholders are
-        # formatted into the query; every value is bound.
-        return self._db.execute(query, args).rowcount  # nosec B608
+        # formatted into the queries; every value is bound.
+        if hold:
+            now = time.time()
+            self._db.execute(
+                'INSERT OR REPLACE INTO unit_holds (provider, unit, state, '
+                'consumer, since, updated_at) SELECT provider, unit, ?, '
+                'consumer, ?, ? FROM unit_assignments'
+                + where, [SCRUBBING, now, now] + args)  # nosec B608
+        return self._db.execute('DELETE FROM unit_assignments' + where,
+                                args).rowcount  # nosec B608
 
     def reassign(self, provider: str, source: str, dest: str) -> int:
         """Give ``source``'s units of ``provider`` to ``dest``; how many.

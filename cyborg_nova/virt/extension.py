@@ -41,6 +41,7 @@ from cyborg_nova import programming
 from cyborg_nova import provider_devices
 from cyborg_nova import providers
 from cyborg_nova import restore
+from cyborg_nova import scrub
 from cyborg_nova import store as state_store
 from cyborg_nova.virt import extra_specs
 from cyborg_nova.virt import moves
@@ -112,7 +113,8 @@ class AcceleratorProviderMixin:
             self._accelerator_updater = providers.ProviderTreeUpdater(
                 discovery.Discoverer(drivers, opts.sysfs_root),
                 self._accelerator_store, _placement_allocations,
-                auto_ready=opts.auto_ready)
+                auto_ready=opts.auto_ready,
+                one_time_use=lambda acc: scrub.one_time_use(CONF, acc))
             self._driver_names = names
         return self._accelerator_updater
 

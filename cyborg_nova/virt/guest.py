@@ -24,18 +24,26 @@ source until after spawn).
 from __future__ import annotations
 
 import logging
+import threading
 
+import nova.conf
 from nova import context as nova_context
 from nova import exception
+from nova.scheduler.client import report
 
 from cyborg_nova import assignments
+from cyborg_nova import fencing
 from cyborg_nova import guests
 from cyborg_nova import provider_devices
+from cyborg_nova import scrub
+from cyborg_nova.store import units as unit_store
 from cyborg_nova import unit_work
+from cyborg_nova.virt import extension
 from cyborg_nova.virt import hostdevs
 from cyborg_nova.virt import moves
 
 LOG = logging.getLogger(__name__)
+CONF = nova.conf.CONF
 
 
 class GuestAcceleratorsMixin:
@@ -48,17 +56,51 @@ class GuestAcceleratorsMixin:
     def __init__(self, virtapi, *args, **kwargs) -> None:
         super().__init__(virtapi, *args, **kwargs)
         self._unit_books: guests.UnitBooks | None = None
+        self._unit_scrubber: scrub.Scrubber | None = None
         #: The privileged writes that make and undo vGPU units.
         self._unit_ops = unit_work.PrivsepOps()
+        #: The privileged writes of the scrub steps.
+        self._scrub_ops = unit_work.PrivsepOps()
 
     def _books(self) -> guests.UnitBooks:
         # Opened once: opening migrates the store in a write transaction.
         if self._unit_books is None:
             self._updater()
             self._unit_books = guests.UnitBooks(
-                assignments.Assignments(self._accelerator_store),
-                guests.DriverWork(self._sysfs_root, lambda: self._unit_ops))
+                assignments.Assignments(self._accelerator_store,
+                                        hold_freed=CONF.scrub.enabled),
+                guests.DriverWork(self._sysfs_root, lambda: self._unit_ops),
+                on_freed=self._scrub_soon)
         return self._unit_books
+
+    def _scrubber(self) -> scrub.Scrubber:
+        if self._unit_scrubber is None:
+            # The updater opens the store.
+            self._updater()
+            fencer = fencing.Fencer(
+                extension.ReportClientAdapter(
+                    report.report_client_singleton()),
+                kept=self._accelerator_store.units.kept)
+            self._unit_scrubber = scrub.Scrubber(
+                CONF, self._accelerator_store,
+                lambda: self._updater().discoverer.drivers,
+                self._sysfs_root, lambda: self._scrub_ops,
+                lambda rps: self._devices(self._our_providers())(rps),
+                lambda device, state: fencer.apply(
+                    device.address, device.provider, state,
+                    device.accelerator))
+        return self._unit_scrubber
+
+    def _scrub_soon(self) -> None:
+        """Scrub the held units in the background (see :mod:`scrub`)."""
+        def run():
+            try:
+                self._scrubber().run()
+            except Exception:
+                LOG.exception('cyborg-nova: held units not scrubbed now; '
+                              'retried at the next update cycle')
+        threading.Thread(target=run, name='cyborg-nova-scrub',
+                         daemon=True).start()
 
     def _devices(self, ours) -> guests.DeviceLookup:
         """{provider: device} as the update cycle recorded them.
@@ -108,6 +150,12 @@ class GuestAcceleratorsMixin:
         except Exception:
             LOG.exception('cyborg-nova: units of %s not reconciled with '
                           'Placement this cycle', nodename)
+        # Units held since a restart (or by a hot-plug detach) are
+        # scrubbed now; those being scrubbed are left to their run.
+        if self._accelerator_store is not None and (
+                self._accelerator_store.units.holds(
+                    state=unit_store.SCRUBBING)):
+            self._scrub_soon()
 
     # -- Nova's operations ---------------------------------------------------
 

@@ -27,6 +27,7 @@ import xml.etree.ElementTree as ET
 
 import fixtures
 from nova import context as nova_context
+from nova import objects
 from nova.tests.fixtures import libvirt as fakelibvirt
 
 from cyborg_nova import assignments
@@ -166,6 +167,7 @@ class MovesTestCase(base.LibvirtAcceleratorTestCase):
             compute: their rows may remain until each host's next update
             cycle, and only theirs are left out of the comparison.
         """
+        self.wait_scrubbed(skip_hosts)
         usage = self.usage()
         for host in self.hosts:
             rows = self.store(host).all()
@@ -181,6 +183,12 @@ class MovesTestCase(base.LibvirtAcceleratorTestCase):
             if host in skip_hosts:
                 continue
             rows = self.store(host).of_provider(rp)
+            # Units held back for their scrub (or the operator): never
+            # given to anyone meanwhile, and reserved.
+            holds = self.store(host).store.units.holds(provider=rp)
+            self.assertEqual(
+                set(), {h.unit for h in holds} & {r.unit for r in rows},
+                'units held back and given to a consumer on %s' % host)
             # Units a domain still holds after their consumer's
             # allocation went: never an allocation's, and reserved.
             kept = [r for r in rows if r.kept_for is not None]
@@ -204,9 +212,10 @@ class MovesTestCase(base.LibvirtAcceleratorTestCase):
             for rc, record in inv.items():
                 free_placement = (record['total'] - record['reserved']
                                   - sum(usage[rp].values()))
-                free_store = record['total'] - len(rows)
-                # reserved follows the kept rows at the next cycle.
-                if record['reserved'] == len(kept):
+                free_store = record['total'] - len(rows) - len(holds)
+                # reserved follows the kept and held rows at the next
+                # cycle (a scrub's end writes it at once).
+                if record['reserved'] == len(kept) + len(holds):
                     self.assertEqual(free_placement, free_store)
         for server in self.admin_api.get_servers(
                 detail=True, search_opts={'all_tenants': 1}):
@@ -226,6 +235,47 @@ class MovesTestCase(base.LibvirtAcceleratorTestCase):
                              'the guest of %s on %s does not have its '
                              'units' % (server['id'], host))
         return usage
+
+    def resize(self, server, flavor, host=None):
+        """Resize ``server`` to ``flavor`` landing on ``host``."""
+        if host is not None:
+            for name in self.hosts:
+                if name != host:
+                    self.api.put_service(
+                        self.computes[name].service_ref.uuid,
+                        {'status': 'disabled'})
+        try:
+            server = self._resize_server(server, flavor)
+        finally:
+            for name in self.hosts:
+                self.api.put_service(self.computes[name].service_ref.uuid,
+                                     {'status': 'enabled'})
+        if host is not None:
+            self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
+        return server
+
+    def migration_uuid(self, server):
+        ctxt = nova_context.get_admin_context()
+        return objects.MigrationList.get_by_filters(
+            ctxt, {'instance_uuid': server['id']})[0].uuid
+
+    def wait_scrubbed(self, skip_hosts=()):
+        """Return once no unit of a running compute is being scrubbed.
+
+        A freed unit is held while nova-compute scrubs it in the
+        background; what a check compares is the state after that. A
+        test holding the scrubs (``scrub_kernel.gate``) waits for
+        nothing.
+        """
+        if not self.scrub_kernel.gate.is_set():
+            return
+        for _ in range(400):
+            if not any(self.store(h).store.units.holds(state='scrubbing')
+                       for h in self.hosts if h not in skip_hosts
+                       and h not in getattr(self, 'down', ())):
+                return
+            time.sleep(0.05)
+        self.fail('units still being scrubbed after 20 s')
 
     def delete(self, server):
         """Delete ``server``; return once Placement holds nothing of it.

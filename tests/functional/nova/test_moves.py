@@ -113,29 +113,6 @@ class TestEvacuate(moves.MovesTestCase):
 
 class TestResize(moves.MovesTestCase):
 
-    def resize(self, server, flavor, host=None):
-        """Resize ``server`` to ``flavor`` landing on ``host``."""
-        if host is not None:
-            for name in self.hosts:
-                if name != host:
-                    self.api.put_service(
-                        self.computes[name].service_ref.uuid,
-                        {'status': 'disabled'})
-        try:
-            server = self._resize_server(server, flavor)
-        finally:
-            for name in self.hosts:
-                self.api.put_service(self.computes[name].service_ref.uuid,
-                                     {'status': 'enabled'})
-        if host is not None:
-            self.assertEqual(host, server['OS-EXT-SRV-ATTR:host'])
-        return server
-
-    def migration_uuid(self, server):
-        ctxt = nova_context.get_admin_context()
-        return objects.MigrationList.get_by_filters(
-            ctxt, {'instance_uuid': server['id']})[0].uuid
-
     def test_revert_on_another_host_frees_the_destination(self):
         # The harness's computes share instance storage: Nova reverts
         # with destroy_disks=False, which used to keep the units.

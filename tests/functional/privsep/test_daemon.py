@@ -116,6 +116,10 @@ def test_pci_through_the_daemon(host):
     assert privsep.pci.unbind(T4) == 'nvidia'
     assert fakesysfs.read(fakesysfs.device(
         host.sysfs_root, T4, 'driver_override')) == '\n'
+    # A scrub's function reset, by address only.
+    assert privsep.pci.reset_function(T4) == 'flr'
+    assert fakesysfs.read(fakesysfs.device(
+        host.sysfs_root, T4, 'reset')) == '1'
 
 
 def test_mdev_through_the_daemon(host):

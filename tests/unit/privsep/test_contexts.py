@@ -140,7 +140,8 @@ def test_entrypoints_take_no_paths_or_commands():
     found = entrypoints()
     names = {name for name, _, _ in found}
     assert {'privsep.pci.bind_vfio', 'privsep.pci.unbind',
-            'privsep.pci.set_num_vfs', 'privsep.mdev.create',
+            'privsep.pci.set_num_vfs', 'privsep.pci.reset_function',
+            'privsep.mdev.create',
             'privsep.mdev.remove', 'privsep.qat.set_services',
             'privsep.nova_conf.write_device_spec'} <= names
     for name, _, func in found:
@@ -156,6 +157,7 @@ def test_entrypoints_take_no_paths_or_commands():
     ('privsep.pci.bind_vfio', '_bind_vfio'),
     ('privsep.pci.unbind', '_unbind'),
     ('privsep.pci.set_num_vfs', '_set_num_vfs'),
+    ('privsep.pci.reset_function', '_reset_function'),
     ('privsep.mdev.create', '_create'),
     ('privsep.mdev.remove', '_remove'),
     ('privsep.qat.set_services', '_set_services'),

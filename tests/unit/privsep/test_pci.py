@@ -17,6 +17,7 @@ import os
 import pytest
 
 import privsep
+from privsep import _common
 from privsep import pci
 from tests.unit.privsep import fakesysfs
 
@@ -44,6 +45,8 @@ CALLS = {
     'bind_vfio': lambda root, address: pci._bind_vfio(root, address),
     'unbind': lambda root, address: pci._unbind(root, address),
     'set_num_vfs': lambda root, address: pci._set_num_vfs(root, address, 1),
+    'reset_function': lambda root, address: pci._reset_function(root,
+                                                                address),
 }
 
 
@@ -256,3 +259,39 @@ def test_entrypoints_take_the_root_from_the_daemon_config(
                        group='cyborg_nova_privsep')
     with pytest.raises(privsep.NoSuchDevice):
         privsep.pci.set_num_vfs(A100, 2)
+
+
+def test_reset_function_writes_reset_once(tree, writes):
+    assert pci._reset_function(tree, T4) == 'flr'
+    assert writes == [('bus/pci/devices/%s/reset' % T4, '1')]
+
+
+def test_reset_function_of_a_vf(nic_tree, nic_writes):
+    vf = os.path.basename(os.readlink(os.path.join(
+        nic_tree, 'bus', 'pci', 'devices', ICE, 'virtfn0')))
+    assert pci._reset_function(nic_tree, vf) == 'flr'
+    assert nic_writes == [('bus/pci/devices/%s/reset' % vf, '1')]
+
+
+def test_reset_function_refuses_a_bridge(tree, writes):
+    with pytest.raises(privsep.InvalidArgument, match='bridge'):
+        pci._reset_function(tree, ROOT_PORT)
+    assert writes == []
+
+
+def test_a_function_without_a_reset_method_is_not_possible(tree, writes):
+    os.unlink(os.path.join(tree, 'bus', 'pci', 'devices', T4, 'reset'))
+    with pytest.raises(privsep.NotPossible,
+                       match='offers no reset method'):
+        pci._reset_function(tree, T4)
+    assert writes == []
+
+
+def test_a_reset_the_kernel_refuses_is_not_possible(tree, monkeypatch):
+    def refuse(path, value):
+        raise OSError(25, 'writing %r to %s: Inappropriate ioctl for '
+                      'device' % (value, path))
+    monkeypatch.setattr(_common, 'write_attr', refuse)
+    with pytest.raises(privsep.NotPossible,
+                       match='reset of %s failed \\(methods: flr\\)' % T4):
+        pci._reset_function(tree, T4)

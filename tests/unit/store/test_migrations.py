@@ -170,11 +170,11 @@ def fresh(tmp_path):
 
 
 def test_a_new_store_is_at_the_latest_version(fresh):
-    assert fresh['version'] == migrations.LATEST == 6
+    assert fresh['version'] == migrations.LATEST == 7
     assert sorted(fresh['columns']) == [
-        'device_services', 'devices', 'drivers', 'program_jobs',
-        'program_steps', 'remote_drivers', 'unit_assignments',
-        'unit_holds', 'vf_counts']
+        'aer_counters', 'aer_effects', 'device_services', 'devices',
+        'drivers', 'program_jobs', 'program_steps', 'remote_drivers',
+        'unit_assignments', 'unit_holds', 'vf_counts']
     assert [c[1] for c in fresh['columns']['devices']][-4:] == [
         'identity', 'driver', 'missing', 'reported']
     assert [c[1] for c in fresh['columns']['unit_assignments']][-2:] == [

@@ -89,7 +89,7 @@ class AcceleratorDriver(abc.ABC):
     #: Names of the settings its devices take (:meth:`apply_setting`),
     #: e.g. ``('services',)``; none by default.
     SETTINGS: ClassVar[tuple[str, ...]] = ()
-    #: The steps :meth:`scrub` runs on a freed unit, in order (``[scrub]
+    #: The steps :meth:`scrub` runs on a freed unit, in order (``[cyborg_scrub]
     #: steps`` may pick fewer).
     SCRUB_STEPS: ClassVar[tuple[str, ...]] = (SCRUB_FLR,)
 

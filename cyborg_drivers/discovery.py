@@ -76,8 +76,10 @@ class Discoverer:
         """
         if accelerator.remote:
             return accelerator
-        functions = [*accelerator.addresses, *(
-            u for u in accelerator.units if device_model.is_pci_address(u))]
+        functions = dict.fromkeys(accelerator.addresses)
+        functions.update(dict.fromkeys(
+            u for u in accelerator.units
+            if u not in functions and device_model.is_pci_address(u)))
         return dataclasses.replace(accelerator, aer=aer.read_functions(
             snapshot.devices_dir, functions))
 

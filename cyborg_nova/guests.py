@@ -31,7 +31,9 @@ guest`) and hot-plug (:mod:`cyborg_nova.hotplug.flow`):
 
 Units freed are retired by the injected per-unit work
 (:class:`DriverWork` asks the device's driver to undo what it made,
-e.g. a vGPU). What Nova knows (allocations, move links, the domains'
+e.g. a vGPU); with ``Assignments(hold_freed=True)`` they are also held
+back for their scrub (:mod:`cyborg_nova.scrub`), which ``on_freed``
+starts. What Nova knows (allocations, move links, the domains'
 hostdevs) comes in as plain data and callables; a unit that cannot be
 given raises :class:`UnitsUnavailable`.
 """
@@ -310,7 +312,7 @@ class UnitBooks:
         kept = {u for units in self.units.of_consumer(
             dest, providers).values() for u in units}
         self._freed([u for units in before.values() for u in units
-                          if u not in kept])
+                     if u not in kept])
         if moved and why:
             LOG.info('%d accelerator unit(s) of consumer %s now held by '
                      '%s: %s', moved, source, dest, why)

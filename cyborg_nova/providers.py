@@ -128,7 +128,7 @@ class ProviderTreeUpdater:
         self.auto_ready = auto_ready
         self.aer = aer
         #: Whether a device's freed units wait for the operator
-        #: (``[scrub] one_time_use``): its provider gets the trait.
+        #: (``[cyborg_scrub] one_time_use``): its provider gets the trait.
         self.one_time_use = one_time_use or (lambda accelerator: False)
         # The problems last logged per accelerator: said once when they
         # change, not every cycle.

@@ -12,13 +12,13 @@
 
 """Scrub before reuse: a freed unit is cleaned before the next guest.
 
-The unit books hold every unit they free (``[scrub] enabled``): the hold
+The unit books hold every unit they free (``[cyborg_scrub] enabled``): the hold
 (:class:`~cyborg_nova.store.units.Hold`) is written in the transaction
 that frees the unit, so no consumer can be given it, and it counts as
 reserved in Placement (:meth:`~cyborg_nova.store.units.UnitTable.kept`)
 from nova-compute's next report on. :class:`Scrubber` then runs the
 steps of the unit's family (:meth:`~cyborg_drivers.base.
-AcceleratorDriver.scrub`, each under ``[scrub] step_timeout``) and:
+AcceleratorDriver.scrub`, each under ``[cyborg_scrub] step_timeout``) and:
 
 - lifts the hold: the unit is free again, and ``reserved`` is written
   down at once (:mod:`cyborg_nova.fencing`);
@@ -113,8 +113,8 @@ def gone_owners(owners: Iterable[str | None]) -> list[str]:
 
 def steps_for(conf: cfg.ConfigOpts, driver: base.AcceleratorDriver
               ) -> tuple[str, ...]:
-    """The steps ``[scrub] steps`` gives ``driver``'s units, in order."""
-    configured = conf.scrub.steps
+    """The steps ``[cyborg_scrub] steps`` gives ``driver``'s units."""
+    configured = conf.cyborg_scrub.steps
     if driver.name not in configured:
         return tuple(driver.SCRUB_STEPS)
     return tuple(s.strip() for s in configured[driver.name].split('+')
@@ -124,7 +124,7 @@ def steps_for(conf: cfg.ConfigOpts, driver: base.AcceleratorDriver
 def one_time_use(conf: cfg.ConfigOpts,
                  accelerator: device_model.Accelerator) -> bool:
     """Whether ``accelerator``'s freed units wait for the operator."""
-    listed = set(conf.scrub.one_time_use)
+    listed = set(conf.cyborg_scrub.one_time_use)
     return accelerator.driver in listed or accelerator.address in listed
 
 
@@ -250,7 +250,7 @@ class Scrubber:
         return self._finish(hold, device, done)
 
     def _timed(self, step: Callable[[], str]) -> str:
-        timeout = self.conf.scrub.step_timeout
+        timeout = self.conf.cyborg_scrub.step_timeout
         result: dict = {}
         finished = threading.Event()
 
@@ -266,7 +266,7 @@ class Scrubber:
         threading.Thread(target=target, name='scrub-step',
                          daemon=True).start()
         if not finished.wait(timeout):
-            raise TimeoutError('did not finish within %d s ([scrub] '
+            raise TimeoutError('did not finish within %d s ([cyborg_scrub] '
                                'step_timeout)' % timeout)
         if 'error' in result:
             raise result['error']
@@ -339,7 +339,8 @@ def mark_ready(store: state_store.StateStore, unit: str) -> unit_store.Hold:
     hold = store.units.hold(unit)
     if hold is None:
         raise MarkRefused('unit %s is not held back; "cyborg-nova '
-                          'device-list --units" shows the held units' % unit)
+                          'device-show <device>" lists the held units of a '
+                          'device' % unit)
     if hold.state == unit_store.SCRUBBING:
         raise MarkRefused(
             'unit %s is still being scrubbed (since %s): it is free again '

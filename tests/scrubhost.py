@@ -77,7 +77,7 @@ class Host:
         cn_conf.register_opts(self.conf)
         self.conf([], default_config_files=[])
         for name, value in scrub_flags.items():
-            self.conf.set_override(name, value, group='scrub')
+            self.conf.set_override(name, value, group='cyborg_scrub')
         self.store = state_store.StateStore(
             os.path.join(directory, 'state.sqlite'))
         self.drivers = loader.load(self.conf, ['intel_qat'])

@@ -15,6 +15,8 @@
 ``service-list`` is in :mod:`cyborg_nova.cmd.services`.
 """
 
+import time
+
 from cliff import command
 from cliff import lister
 from cliff import show
@@ -24,11 +26,25 @@ from cyborg_nova.cmd import hostargs
 from cyborg_nova import health
 from cyborg_nova import lifecycle
 from cyborg_nova import providers
+from cyborg_nova import scrub
 from cyborg_nova import store as state_store
 
 
 def _found(conf, store):
     return lifecycle.host_accelerators(conf, store).by_address()
+
+
+def _holds(store, nodename, address):
+    """The held units of the device at ``address`` (see scrub)."""
+    return store.units.holds(provider=providers.provider_uuid(nodename,
+                                                              address))
+
+
+def _hold_line(hold):
+    return '%s: %s since %s%s' % (
+        hold.unit, hold.state, time.strftime('%Y-%m-%d %H:%M:%S',
+                                             time.localtime(hold.since)),
+        ' (%s)' % hold.reason if hold.reason else '')
 
 
 class DeviceList(hostargs.HostCommand, lister.Lister):
@@ -37,7 +53,9 @@ class DeviceList(hostargs.HostCommand, lister.Lister):
     State comes from the host's state store (shared with nova-compute);
     "present" says whether discovery finds the device now; "reserved"
     whether its provider is held back from scheduling, as nova-compute
-    computes it.
+    computes it; "held_units" how many of its units a guest freed are
+    held back, scrubbing or waiting for the operator (device-show lists
+    them).
     """
 
     def get_parser(self, prog_name):
@@ -59,9 +77,11 @@ class DeviceList(hostargs.HostCommand, lister.Lister):
                 bool(providers.reserved(row.state, accelerator, 1)),
                 columns.ListColumn(accelerator.problems
                                    if accelerator else []),
-                providers.provider_uuid(nodename, address)))
+                providers.provider_uuid(nodename, address),
+                len(_holds(store, nodename, address))))
         return (('address', 'driver', 'state', 'reason', 'present',
-                 'reserved', 'problems', 'provider_uuid'), rows)
+                 'reserved', 'problems', 'provider_uuid', 'held_units'),
+                rows)
 
 
 class DeviceShow(hostargs.HostCommand, show.ShowOne):
@@ -116,6 +136,8 @@ class DeviceShow(hostargs.HostCommand, show.ShowOne):
             'provider_uuid': providers.provider_uuid(nodename, address),
             'provider_name': providers.provider_name(nodename, address),
             'last_program': last,
+            'held_units': columns.ListColumn(
+                [_hold_line(h) for h in _holds(store, nodename, address)]),
         }
         return tuple(data), tuple(data.values())
 
@@ -128,11 +150,18 @@ class DeviceSetState(hostargs.HostCommand, command.Command):
     change at its next update. Setting a device ready also clears the
     effect its PCIe AER errors had: its error counts now become the
     counts later errors are counted from.
+
+    A unit a guest freed that is held back (a one-time-use unit, or one
+    whose scrub failed; device-show lists them) is given back with
+    "device-set-state <unit address> ready"; a unit still being scrubbed
+    is refused. A unit whose scrub failed also fenced its device: mark
+    the device ready too.
     """
 
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
-        parser.add_argument('address', help='PCI address of the device')
+        parser.add_argument('address', help='PCI address of the device, '
+                            'or of a held unit (with state "ready")')
         parser.add_argument('state', choices=state_store.STATES)
         parser.add_argument('--reason', help='free text, shown by '
                                              'device-list')
@@ -142,6 +171,23 @@ class DeviceSetState(hostargs.HostCommand, command.Command):
     def take_action(self, parsed_args):
         conf = hostargs.conf(self.app)
         store = hostargs.store(conf)
+        hold = store.units.hold(parsed_args.address)
+        if hold is not None:
+            if parsed_args.state != state_store.READY:
+                raise lifecycle.LifecycleError(
+                    '%s is a unit held back (%s): it can only be marked '
+                    'ready' % (parsed_args.address, hold.state))
+            try:
+                scrub.mark_ready(store, parsed_args.address)
+            except scrub.MarkRefused as exc:
+                raise lifecycle.LifecycleError(str(exc))
+            self.app.stdout.write(
+                'unit %s (%s) is free again; nova-compute reports it '
+                'unreserved at its next update\n'
+                % (parsed_args.address, hold.state))
+            if parsed_args.address not in store.devices(
+                    parsed_args.nodename):
+                return
         if parsed_args.state == state_store.READY:
             # Before the state: the effect cleared first is not taken
             # again by a discovery that sees the device ready meanwhile.

@@ -29,6 +29,8 @@ COLUMNS = ('address', 'vendor_id', 'product_id', 'driver', 'resource_class',
 LONG_COLUMNS = COLUMNS + ('device_type', 'class_code', 'kernel_driver',
                           'iommu_group', 'units', 'setup_required',
                           'problems', 'aer', 'aer_effect')
+#: The columns from the host's state store, not from the device model.
+STORE_COLUMNS = ('aer_effect',)
 
 
 class AerColumn(cliff_columns.FormattableColumn):

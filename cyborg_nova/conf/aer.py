@@ -14,6 +14,8 @@
 
 from oslo_config import cfg
 
+from cyborg_nova.conf import groups
+
 GROUP = cfg.OptGroup(
     'cyborg_aer',
     title='PCIe AER health',
@@ -125,10 +127,7 @@ Related options:
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    # A group of its own per ConfigOpts: see cyborg_nova.conf.cyborg_nova.
-    conf.register_group(cfg.OptGroup(GROUP.name, title=GROUP.title,
-                                     help=GROUP.help))
-    conf.register_opts(OPTS, group=GROUP.name)
+    groups.register(conf, GROUP, OPTS)
 
 
 def list_opts():

@@ -10,7 +10,7 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""Options of the ``[scrub]`` group: units cleaned between tenants.
+"""Options of the ``[cyborg_scrub]`` group: units cleaned between tenants.
 
 Read by nova-compute (which scrubs) and by the commands that show or
 clear held units (``device-list``, ``device-set-state``).
@@ -23,7 +23,7 @@ from oslo_config import cfg
 from cyborg_nova.conf import groups
 
 GROUP = cfg.OptGroup(
-    'scrub',
+    'cyborg_scrub',
     title='Scrubbing freed accelerator units',
     help='What happens to a unit (a VF, a whole device) between one '
          'guest and the next: held back and reserved in Placement until '

@@ -37,9 +37,16 @@ EFFECTS = (NONE, INFORM, FENCE)
 #: ``{(function, severity): count}``: the counts of one device read now.
 Counts = Mapping[tuple[str, str], int]
 
-_COUNTER_COLUMNS = ('device, function, severity, baseline, baseline_at, '
-                    'window, window_at, last, last_at')
-_EFFECT_COLUMNS = 'device, effect, reason, notified, since, updated_at'
+_SELECT_COUNTERS = (
+    'SELECT device, function, severity, baseline, baseline_at, window, '
+    'window_at, last, last_at FROM aer_counters WHERE nodename = ?')
+_PUT_COUNTER = (
+    'INSERT OR REPLACE INTO aer_counters (nodename, device, function, '
+    'severity, baseline, baseline_at, window, window_at, last, last_at) '
+    'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)')
+_SELECT_EFFECTS = (
+    'SELECT device, effect, reason, notified, since, updated_at '
+    'FROM aer_effects WHERE nodename = ?')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,11 +102,9 @@ class AerTable:
     def counters(self, nodename: str) -> dict[str, list[Counter]]:
         """{device: its rows} of ``nodename``, by function and severity."""
         with self._store._connect() as db:
-            # _COUNTER_COLUMNS is a constant of this module.
             rows = db.execute(
-                'SELECT %s FROM aer_counters '  # nosec B608
-                'WHERE nodename = ? ORDER BY device, function, severity'
-                % _COUNTER_COLUMNS, (nodename,)).fetchall()
+                _SELECT_COUNTERS + ' ORDER BY device, function, severity',
+                (nodename,)).fetchall()
         found: dict[str, list[Counter]] = {}
         for row in rows:
             found.setdefault(row[0], []).append(Counter(*row))
@@ -158,11 +163,8 @@ class AerTable:
                              if r.function not in have})
         if inserts or updates or drops:
             with self._store._transaction() as db:
-                db.executemany(
-                    'INSERT OR REPLACE INTO aer_counters (nodename, %s) '
-                    'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)'
-                    % _COUNTER_COLUMNS,
-                    [(nodename, *dataclasses.astuple(r)) for r in inserts])
+                db.executemany(_PUT_COUNTER, [
+                    (nodename, *dataclasses.astuple(r)) for r in inserts])
                 db.executemany(
                     'UPDATE aer_counters SET window = ?, window_at = ?, '
                     'last = ?, last_at = ? WHERE nodename = ? AND '
@@ -187,12 +189,10 @@ class AerTable:
                 'UPDATE aer_counters SET baseline = last, baseline_at = ?, '
                 'window = last, window_at = ? WHERE nodename = ? AND '
                 'device = ?', (now, now, nodename, device))
-            db.executemany(
-                'INSERT OR REPLACE INTO aer_counters (nodename, %s) '
-                'VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)' % _COUNTER_COLUMNS,
-                [(nodename, device, function, severity, count, now, count,
-                  now, count, now)
-                 for (function, severity), count in sorted(counts.items())])
+            db.executemany(_PUT_COUNTER, [
+                (nodename, device, function, severity, count, now, count,
+                 now, count, now)
+                for (function, severity), count in sorted(counts.items())])
             db.execute('DELETE FROM aer_effects WHERE nodename = ? AND '
                        'device = ?', (nodename, device))
 
@@ -201,11 +201,7 @@ class AerTable:
     def effects(self, nodename: str) -> dict[str, Effect]:
         """{device: its effect} of ``nodename``'s devices that have one."""
         with self._store._connect() as db:
-            # _EFFECT_COLUMNS is a constant of this module.
-            rows = db.execute(
-                'SELECT %s FROM aer_effects '  # nosec B608
-                'WHERE nodename = ?' % _EFFECT_COLUMNS,
-                (nodename,)).fetchall()
+            rows = db.execute(_SELECT_EFFECTS, (nodename,)).fetchall()
         return {r[0]: Effect(*r) for r in rows}
 
     def raise_effect(self, nodename: str, device: str, effect: str,
@@ -222,14 +218,13 @@ class AerTable:
             raise ValueError('not an effect to record: %r' % effect)
         now = time.time() if now is None else now
         with self._store._transaction() as db:
-            row = db.execute(
-                'SELECT %s FROM aer_effects '  # nosec B608
-                'WHERE nodename = ? AND device = ?' % _EFFECT_COLUMNS,
-                (nodename, device)).fetchone()
+            row = db.execute(_SELECT_EFFECTS + ' AND device = ?',
+                             (nodename, device)).fetchone()
             if row is None:
                 db.execute(
-                    'INSERT INTO aer_effects (nodename, %s) VALUES '
-                    '(?, ?, ?, ?, ?, ?, ?)' % _EFFECT_COLUMNS,
+                    'INSERT INTO aer_effects (nodename, device, effect, '
+                    'reason, notified, since, updated_at) VALUES '
+                    '(?, ?, ?, ?, ?, ?, ?)',
                     (nodename, device, effect, reason, NONE, now, now))
                 return Effect(device, effect, reason, NONE, now, now)
             current = Effect(*row)
@@ -258,10 +253,9 @@ class AerTable:
 
     def forget(self, nodename: str, devices: Iterable[str]) -> None:
         """Drop the rows of ``devices`` (their providers are gone)."""
+        rows = [(nodename, d) for d in devices]
         with self._store._transaction() as db:
-            for table in ('aer_counters', 'aer_effects'):
-                db.executemany(
-                    # Both table names are constants of this function.
-                    'DELETE FROM %s WHERE nodename = ? '  # nosec B608
-                    'AND device = ?' % table,
-                    [(nodename, d) for d in devices])
+            db.executemany('DELETE FROM aer_counters WHERE nodename = ? '
+                           'AND device = ?', rows)
+            db.executemany('DELETE FROM aer_effects WHERE nodename = ? '
+                           'AND device = ?', rows)

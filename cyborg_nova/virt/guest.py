@@ -26,10 +26,12 @@ from __future__ import annotations
 import logging
 import threading
 
+from nova.compute import resource_tracker
 import nova.conf
 from nova import context as nova_context
 from nova import exception
 from nova.scheduler.client import report
+from nova import utils as nova_utils
 
 from cyborg_nova import assignments
 from cyborg_nova import fencing
@@ -68,7 +70,7 @@ class GuestAcceleratorsMixin:
             self._updater()
             self._unit_books = guests.UnitBooks(
                 assignments.Assignments(self._accelerator_store,
-                                        hold_freed=CONF.scrub.enabled),
+                                        hold_freed=CONF.cyborg_scrub.enabled),
                 guests.DriverWork(self._sysfs_root, lambda: self._unit_ops),
                 on_freed=self._scrub_soon)
         return self._unit_books
@@ -81,14 +83,21 @@ class GuestAcceleratorsMixin:
                 extension.ReportClientAdapter(
                     report.report_client_singleton()),
                 kept=self._accelerator_store.units.kept)
+
+            # Under the resource tracker's lock: a report computed while
+            # the unit was held, and sent after this write, would put
+            # the unit back in reserved until the next cycle.
+            @nova_utils.synchronized(
+                resource_tracker.COMPUTE_RESOURCE_SEMAPHORE, fair=True)
+            def fence(device, state):
+                return fencer.apply(device.address, device.provider, state,
+                                    device.accelerator)
             self._unit_scrubber = scrub.Scrubber(
                 CONF, self._accelerator_store,
                 lambda: self._updater().discoverer.drivers,
                 self._sysfs_root, lambda: self._scrub_ops,
                 lambda rps: self._devices(self._our_providers())(rps),
-                lambda device, state: fencer.apply(
-                    device.address, device.provider, state,
-                    device.accelerator))
+                fence)
         return self._unit_scrubber
 
     def _scrub_soon(self) -> None:

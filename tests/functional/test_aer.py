@@ -16,7 +16,8 @@ A fake FPGA host whose functions carry the kernel's AER counter files;
 each update is nova-compute's (tools/report_host.py: Nova's report
 client and ProviderTree, the project's ProviderTreeUpdater, with
 ``[cyborg_aer]`` from the host's config file) against the real Placement
-server, and the operator's commands are the installed ``cyborg-nova``.
+server, and the operator's commands are ``cyborg-nova``'s. Both run from
+this working tree (first on PYTHONPATH), whatever copy is installed.
 """
 
 import json
@@ -30,12 +31,22 @@ from cyborg_drivers.fake import hosttree
 from tests import aer_sysfs
 from tests.functional import placement_fixture
 
-BIN = os.path.dirname(sys.executable)
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 ALVEO = '0000:d8:00.0'
 USER_FN = '0000:d8:00.1'
 PAC = '0000:5e:00.0'
 TRAIT = 'CUSTOM_PCIE_AER_ERRORS'
 DRIVERS = 'intel_fpga,xilinx_fpga'
+
+
+def env(**extra):
+    environ = {k: v for k, v in os.environ.items()
+               if not k.startswith('OS_')}
+    environ['PYTHONPATH'] = os.pathsep.join(
+        p for p in (REPO, environ.get('PYTHONPATH')) if p)
+    environ.update(extra)
+    return environ
 
 
 class Host:
@@ -63,18 +74,16 @@ class Host:
              '--placement', self.endpoint, '--nodename', self.nodename,
              '--sysfs-root', self.root, '--state-path', self.state,
              '--drivers', DRIVERS, '--config-file', self.conf],
-            capture_output=True, text=True, timeout=120)
+            capture_output=True, text=True, env=env(), timeout=120)
         assert proc.returncode == 0, proc.stderr
 
     def cli(self, *args):
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith('OS_')}
-        env.update({'OS_AUTH_TYPE': 'admin_token', 'OS_TOKEN': 'admin',
-                    'OS_ENDPOINT': self.endpoint})
         proc = subprocess.run(
-            [os.path.join(BIN, 'cyborg-nova'), '--config-file', self.conf]
-            + list(args), capture_output=True, text=True, env=env,
-            timeout=120)
+            [sys.executable, '-W', 'ignore', '-m', 'cyborg_nova.cmd.cli',
+             '--config-file', self.conf] + list(args),
+            capture_output=True, text=True, cwd=REPO, timeout=120,
+            env=env(OS_AUTH_TYPE='admin_token', OS_TOKEN='admin',
+                    OS_ENDPOINT=self.endpoint))
         return proc.returncode, proc.stdout, proc.stderr
 
     def get(self, path):

@@ -361,3 +361,57 @@ def test_driver_update_takes_one_change(qat_host):
     assert rc == 2 and 'one of the arguments --num-vfs --qat-services' in err
     rc, out, _ = qat_host.cli('driver-update', '--help')
     assert rc == 0 and '--qat-services SERVICES' in out
+
+
+def test_held_units_shown_reserved_and_given_back(crypto_host):
+    from cyborg_nova import assignments
+    from cyborg_nova import providers as providers_mod
+
+    dc_pf = '0000:70:00.0'
+    crypto_host.report()
+    store = state_store.StateStore(crypto_host.state)
+    rp = providers_mod.provider_uuid(NODE, dc_pf)
+    books = assignments.Assignments(store, hold_freed=True)
+    units = books.assign('guest-a', rp, ['0000:70:00.%d' % i
+                                         for i in range(1, 8)], 2)
+    books.release('guest-a', rp)
+    crypto_host.report()
+    # Held units are reserved in Placement and listed.
+    assert crypto_host.inventory(dc_pf)['CUSTOM_QAT']['reserved'] == 2
+    rc, out, err = crypto_host.cli('device-list', '--nodename', NODE,
+                                   '-f', 'json')
+    assert rc == 0, err
+    assert {r['address']: r['held_units'] for r in json.loads(out)}[
+        dc_pf] == 2
+    rc, out, err = crypto_host.cli('device-show', dc_pf, '--nodename', NODE,
+                                   '-f', 'json')
+    assert rc == 0, err
+    shown = json.loads(out)['held_units']
+    assert [line.split(' since ')[0] for line in shown] == [
+        '%s: scrubbing' % u for u in units]
+    # Still being scrubbed: refused, nothing changed.
+    rc, out, err = crypto_host.cli('device-set-state', units[0], 'ready',
+                                   '--nodename', NODE)
+    assert rc == 1
+    assert 'Traceback' not in err
+    assert 'still being scrubbed' in err
+    assert len(store.units.holds()) == 2
+    rc, out, err = crypto_host.cli('device-set-state', units[0], 'held',
+                                   '--nodename', NODE)
+    assert rc == 1
+    assert 'can only be marked ready' in err
+    # One-time-use (scrubbed, waiting for the operator): given back.
+    with store.units.change() as table:
+        table.set_hold(rp, units[0], 'used')
+    rc, out, err = crypto_host.cli('device-set-state', units[0], 'ready',
+                                   '--nodename', NODE)
+    assert rc == 0, err
+    assert 'unit %s (used) is free again' % units[0] in out
+    assert [h.unit for h in store.units.holds()] == [units[1]]
+    crypto_host.report()
+    assert crypto_host.inventory(dc_pf)['CUSTOM_QAT']['reserved'] == 1
+    # Neither a device nor a held unit.
+    rc, out, err = crypto_host.cli('device-set-state', units[0], 'ready',
+                                   '--nodename', NODE)
+    assert rc == 1
+    assert 'no device %s' % units[0] in err

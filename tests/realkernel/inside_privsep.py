@@ -110,3 +110,59 @@ def test_refused_before_any_write(pci, call, args, error):
     with pytest.raises(error):
         getattr(pci, call)(*args)
     assert snapshot(pf, vf, bridge) == before
+
+
+def test_a_freed_vf_is_scrubbed_by_the_kernel(pci, tmp_path):
+    """A VF a guest freed, scrubbed as nova-compute scrubs it.
+
+    The real scrubber over a store of its own: the igb VF is given to a
+    consumer and freed (held in that transaction), then reset by the
+    ``sysfs_admin`` daemon through L1's kernel (``reset``, the methods
+    in ``reset_method``), and free again. How long the unit was kept
+    from the next guest is recorded.
+    """
+    from oslo_config import cfg
+
+    from cyborg_drivers import discovery
+    from cyborg_nova import assignments
+    from cyborg_nova import conf as cn_conf
+    from cyborg_nova import lifecycle
+    from cyborg_nova import provider_devices
+    from cyborg_nova import scrub
+    from cyborg_nova import store as state_store
+    from cyborg_nova import unit_work
+
+    conf = cfg.ConfigOpts()
+    cn_conf.register_opts(conf)
+    conf(['--config-file', l1.host()])
+    store = state_store.StateStore(str(tmp_path / 'state.sqlite'))
+    drivers = lifecycle.host_drivers(conf, store)
+    found = discovery.Discoverer(drivers, '/sys').discover().accelerators
+    store.sync(l1.NODENAME, found, state_store.READY)
+    provider_devices.record(store, l1.NODENAME, found)
+    devices = provider_devices.found(store, l1.NODENAME, found)
+    nic = [d for d in devices.values() if d.address == l1.pf(l1.IGB)][0]
+    books = assignments.Assignments(store, hold_freed=True)
+    (unit,) = books.assign('guest-a', nic.provider,
+                           nic.accelerator.units, 1)
+    assert l1.driver(unit) == 'igbvf'
+    books.release('guest-a', nic.provider)
+    assert store.units.kept() == {nic.provider: 1}
+    methods = l1.attr(unit, 'reset_method')
+    scrubber = scrub.Scrubber(
+        conf, store, lambda: drivers, lambda: '/sys',
+        unit_work.PrivsepOps,
+        lambda rps: {rp: devices[rp] for rp in rps if rp in devices})
+    (outcome,) = scrubber.run()
+    l1.record('igb_vf_reset_method', methods)
+    assert outcome.result == scrub.FREE, outcome.reason
+    assert outcome.done == ('flr: reset %s (%s)' % (unit, methods),)
+    assert store.units.holds() == []
+    l1.record('igb_vf_scrub_held_s', round(outcome.held_for, 3))
+    # The kernel reset it under its driver, which still has it.
+    assert l1.driver(unit) == 'igbvf'
+    # A bridge is refused by the daemon before any write.
+    bridge = os.path.basename(os.path.dirname(os.path.realpath(
+        os.path.join(l1.DEVICES, nic.address))))
+    with pytest.raises(privsep.InvalidArgument, match='bridge'):
+        pci.reset_function(bridge)

@@ -21,8 +21,11 @@ can get it. The test holds the resets (``scrub_kernel.gate``) to look
 at the units while they are held.
 """
 
+import subprocess
+import sys
 import time
 
+from cyborg_nova import assignments
 from cyborg_nova import scrub
 from cyborg_nova import store as state_store
 from tests.functional.nova import moves
@@ -148,7 +151,7 @@ class TestScrub(moves.MovesTestCase):
         self.check()
 
     def test_one_time_use_units_wait_for_the_operator(self):
-        self.flags(one_time_use=[DC_PF], group='scrub')
+        self.flags(one_time_use=[DC_PF], group='cyborg_scrub')
         server = self.start_on('host1', self.qat_flavor(2))
         units = self.units(server, 'host1')
         self.delete(server)
@@ -174,7 +177,7 @@ class TestScrub(moves.MovesTestCase):
         self.check()
 
     def test_scrub_disabled_hands_units_back_at_once(self):
-        self.flags(enabled=False, group='scrub')
+        self.flags(enabled=False, group='cyborg_scrub')
         for host in self.hosts:
             self.restart_host(host)
         server = self.start_on('host1', self.qat_flavor(16))
@@ -188,3 +191,21 @@ class TestScrub(moves.MovesTestCase):
         self.assertEqual([], self.resets('host1'))
         self.scrub_kernel.gate.set()
         self.check()
+
+    def test_a_scrub_a_dead_process_left_ends_at_the_next_update(self):
+        # What a nova-compute killed mid-scrub leaves: a held unit
+        # claimed by a process that is gone.
+        store = self.store('host1').store
+        books = assignments.Assignments(store, hold_freed=True)
+        (unit,) = books.assign('gone-guest', self.dc['host1'],
+                               ['0000:70:00.3'], 1)
+        books.release('gone-guest', self.dc['host1'])
+        child = subprocess.Popen([sys.executable, '-c', 'pass'])
+        self.assertEqual(0, child.wait())
+        dead = '%d@%s' % (child.pid, scrub.this_process().split('@')[1])
+        with store.units.change() as table:
+            self.assertTrue(table.claim(self.dc['host1'], unit, dead))
+        self.cycle()
+        self.wait_holds('host1', lambda h: not h, 'the scrub ending')
+        self.assertEqual([unit], self.resets('host1'))
+        self.assertEqual(0, self.dc_reserved('host1'))

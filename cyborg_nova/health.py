@@ -175,6 +175,7 @@ def counts_of(accelerator: device_model.Accelerator
 
 
 def functions_of(accelerator: device_model.Accelerator) -> list[str]:
+    """Every PCI function whose counters discovery tried to read."""
     return [c.address for c in accelerator.aer]
 
 

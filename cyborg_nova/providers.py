@@ -158,7 +158,14 @@ class ProviderTreeUpdater:
             state_store.INACTIVE)
         states = self.store.sync(nodename, result.accelerators, initial)
         if self.aer is not None:
-            states = self.aer.evaluate(nodename, result.accelerators, states)
+            try:
+                states = self.aer.evaluate(nodename, result.accelerators,
+                                           states)
+            except Exception:
+                # The providers are still reported, with the states and
+                # effects recorded before; the next cycle evaluates again.
+                LOG.exception('PCIe AER counts of %s not evaluated this '
+                              'cycle', nodename)
         aer_effects = self.store.aer.effects(nodename)
         # What a guest build reads instead of discovering again.
         provider_devices.record(self.store, nodename, result.accelerators)

@@ -143,9 +143,10 @@ class InstanceAttach(hostargs.HostCommand, command.Command):
     def take_action(self, parsed_args):
         store, client, accelerator, guest = _prepare(self.app, parsed_args)
         try:
-            result = hotplug_flow.attach(client, store, parsed_args.nodename,
-                                         guest, accelerator, parsed_args.count,
-                                         parsed_args.guest_timeout)
+            result = hotplug_flow.attach(
+                client, store, parsed_args.nodename, guest, accelerator,
+                parsed_args.count, parsed_args.guest_timeout,
+                hold_freed=hostargs.conf(self.app).cyborg_scrub.enabled)
         finally:
             guest.close()
         self.app.stdout.write(
@@ -172,9 +173,10 @@ class InstanceDetach(hostargs.HostCommand, command.Command):
     def take_action(self, parsed_args):
         store, client, accelerator, guest = _prepare(self.app, parsed_args)
         try:
-            result = hotplug_flow.detach(client, store, parsed_args.nodename,
-                                         guest, accelerator,
-                                         parsed_args.guest_timeout)
+            result = hotplug_flow.detach(
+                client, store, parsed_args.nodename, guest, accelerator,
+                parsed_args.guest_timeout,
+                hold_freed=hostargs.conf(self.app).cyborg_scrub.enabled)
         finally:
             guest.close()
         self.app.stdout.write(

@@ -42,6 +42,7 @@ import uuid as uuid_lib
 
 from cyborg_drivers import device as device_model
 from cyborg_nova import assignments as assignments_lib
+from cyborg_nova import fencing
 from cyborg_nova import guests
 from cyborg_nova.hotplug.allocations import Allocations
 from cyborg_nova.hotplug.allocations import change_allocations
@@ -130,9 +131,36 @@ class Result:
     events: tuple[str, ...] = ()
 
 
+def _books(client, store: state_store.StateStore, nodename: str,
+           accelerator: device_model.Accelerator,
+           hold_freed: bool) -> guests.UnitBooks:
+    """The unit books; a unit freed is held and reserved at once.
+
+    nova-compute scrubs the held units at its next update (see
+    :mod:`cyborg_nova.scrub`); until then they count in ``reserved``,
+    written here before the allocation goes, so nothing is scheduled
+    onto them meanwhile.
+    """
+    def reserve_held() -> None:
+        row = store.devices(nodename).get(accelerator.address)
+        result = fencing.Fencer(client, kept=store.units.kept).apply(
+            accelerator.address, provider_devices.local(
+                nodename, accelerator).provider,
+            row.state if row is not None else state_store.FAILED,
+            accelerator)
+        if result.outcome == fencing.FAILED:
+            LOG.warning('The units freed of accelerator %s are held, but '
+                        'reserved could not be written now: nova-compute '
+                        'writes it at its next update', accelerator.address)
+    return guests.UnitBooks(
+        assignments_lib.Assignments(store, hold_freed=hold_freed),
+        on_freed=reserve_held if hold_freed else None)
+
+
 def attach(client, store: state_store.StateStore, nodename: str, guest,
            accelerator: device_model.Accelerator, count: int = 1,
-           timeout: float = guest_lib.DEFAULT_TIMEOUT) -> Result:
+           timeout: float = guest_lib.DEFAULT_TIMEOUT,
+           hold_freed: bool = True) -> Result:
     """Give ``count`` units of ``accelerator`` to the guest.
 
     :param client: a keystoneauth adapter for Placement.
@@ -141,15 +169,18 @@ def attach(client, store: state_store.StateStore, nodename: str, guest,
         instance.
     :param timeout: seconds to wait for the guest to release units already
         plugged in when a later one is refused.
+    :param hold_freed: units given back by a failed attach are held for
+        their scrub (``[cyborg_scrub] enabled``).
     :raises AttachError: refused or failed; everything is as it was
-        (unless the message says what could not be undone).
+        (unless the message says what could not be undone; units taken
+        back are held for their scrub).
     """
     server = guest.server
     check_attachable(store, nodename, accelerator, count)
     device = provider_devices.local(nodename, accelerator)
     provider = device.provider
     rc = accelerator.resource_class
-    books = guests.UnitBooks(assignments_lib.Assignments(store))
+    books = _books(client, store, nodename, accelerator, hold_freed)
     held = books.units.of_consumer(server, [provider]).get(provider)
     if held:
         raise AttachError('instance %s already holds %s of accelerator %s; '
@@ -197,6 +228,8 @@ def attach(client, store: state_store.StateStore, nodename: str, guest,
                     'stay attached and allocated, run instance-detach '
                     'once the guest answers' % (reason, ', '.join(plugged),
                                                 exc))
+        # Units that never reached the guest need no scrub.
+        books.units.hold_freed = hold_freed and bool(plugged)
         books.release(server, [provider])
         try:
             change_allocations(client, server, without(provider))
@@ -229,13 +262,16 @@ def attach(client, store: state_store.StateStore, nodename: str, guest,
 
 def detach(client, store: state_store.StateStore, nodename: str, guest,
            accelerator: device_model.Accelerator,
-           timeout: float = guest_lib.DEFAULT_TIMEOUT) -> Result:
+           timeout: float = guest_lib.DEFAULT_TIMEOUT,
+           hold_freed: bool = True) -> Result:
     """Take the units of ``accelerator`` the instance holds away from it.
 
     The allocation on the accelerator's provider is removed only after
     the guest released every unit. Units already gone from the guest
     (e.g. a detach that timed out, then completed) are not unplugged
-    again: running detach again finishes the cleanup.
+    again: running detach again finishes the cleanup. With
+    ``hold_freed``, the freed units are held for their scrub and
+    reserved in Placement before the allocation goes.
 
     :raises AttachError: the device is not attached, libvirt refused, or
         the guest did not release it within ``timeout`` seconds; the
@@ -243,7 +279,7 @@ def detach(client, store: state_store.StateStore, nodename: str, guest,
     """
     server = guest.server
     provider = provider_devices.local(nodename, accelerator).provider
-    books = guests.UnitBooks(assignments_lib.Assignments(store))
+    books = _books(client, store, nodename, accelerator, hold_freed)
     units = books.units.of_consumer(server, [provider]).get(provider, [])
     allocated = provider in read_allocations(client, server).get(
         'allocations', {})

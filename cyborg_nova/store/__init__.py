@@ -32,7 +32,10 @@ the rest of the project calls its table API.
   (``StateStore.units``; the rules are :mod:`cyborg_nova.assignments`);
 * :mod:`.jobs`: the programming journal's jobs and steps
   (``StateStore.jobs``; the rules are
-  :mod:`cyborg_nova.programming.journal`).
+  :mod:`cyborg_nova.programming.journal`);
+* :mod:`.health`: each PCI function's PCIe AER counts and each device's
+  AER effect (``StateStore.aer``; the rules are
+  :mod:`cyborg_nova.health`).
 
 The conductor-lite's own database (:mod:`cyborg_nova.conductor.db`, on
 oslo.db) is another matter, not this store.

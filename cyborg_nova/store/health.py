@@ -154,8 +154,8 @@ class AerTable:
                 ends = now - row.window_at >= window
                 if ends or count != row.last:
                     updates.append((
-                        count if ends else row.window,
-                        now if ends else row.window_at,
+                        row.window_at, count if ends else row.window,
+                        row.window_at, now if ends else row.window_at,
                         count, now, nodename, device, function, severity))
             result[device] = compared
             have = set(functions.get(device, ()))
@@ -165,10 +165,15 @@ class AerTable:
             with self._store._transaction() as db:
                 db.executemany(_PUT_COUNTER, [
                     (nodename, *dataclasses.astuple(r)) for r in inserts])
+                # The window only if it is still the one read above: an
+                # acknowledge in between started a new one, kept.
                 db.executemany(
-                    'UPDATE aer_counters SET window = ?, window_at = ?, '
-                    'last = ?, last_at = ? WHERE nodename = ? AND '
-                    'device = ? AND function = ? AND severity = ?', updates)
+                    'UPDATE aer_counters SET '
+                    'window = CASE WHEN window_at = ? THEN ? ELSE window END, '
+                    'window_at = CASE WHEN window_at = ? THEN ? '
+                    'ELSE window_at END, last = ?, last_at = ? '
+                    'WHERE nodename = ? AND device = ? AND function = ? '
+                    'AND severity = ?', updates)
                 db.executemany(
                     'DELETE FROM aer_counters WHERE nodename = ? AND '
                     'device = ? AND function = ?',

@@ -189,11 +189,13 @@ class UnitChange:
         process known to be gone), is taken.
         """
         stale = list(stale)
+        # '?' placeholders only are formatted in; every value is bound.
+        query = ('UPDATE unit_holds SET owner = ?, '  # nosec B608
+                 'updated_at = ? WHERE provider = ? AND unit = ? AND '
+                 'state = ? AND (owner IS NULL OR owner = ? OR owner IN '
+                 '(%s))' % ','.join('?' * len(stale)))
         return bool(self._db.execute(
-            'UPDATE unit_holds SET owner = ?, updated_at = ? WHERE '
-            'provider = ? AND unit = ? AND state = ? AND (owner IS NULL '
-            'OR owner = ? OR owner IN (%s))' % ','.join('?' * len(stale)),
-            [owner, time.time(), provider, unit, SCRUBBING, owner]
+            query, [owner, time.time(), provider, unit, SCRUBBING, owner]
             + stale).rowcount)
 
     def set_hold(self, provider: str, unit: str, state: str,
@@ -218,8 +220,10 @@ class UnitChange:
 
         :param owner: only if this process holds its scrub.
         """
-        query = ('DELETE FROM unit_holds WHERE provider = ? AND unit = ? '
-                 'AND state IN (%s)' % ','.join('?' * len(states)))
+        # '?' placeholders only are formatted in; every value is bound.
+        query = ('DELETE FROM unit_holds WHERE provider = ? '  # nosec B608
+                 'AND unit = ? AND state IN (%s)'
+                 % ','.join('?' * len(states)))
         args = [provider, unit, *states]
         if owner is not None:
             query += ' AND owner = ?'
@@ -277,17 +281,18 @@ class UnitChange:
         if created_before is not None:
             where += ' AND created_at < ?'
             args.append(created_before)
-        # Only this module's column names and '?' placeholders are
-        # formatted into the queries; every value is bound.
         if hold:
             now = time.time()
-            self._db.execute(
-                'INSERT OR REPLACE INTO unit_holds (provider, unit, state, '
-                'consumer, since, updated_at) SELECT provider, unit, ?, '
-                'consumer, ?, ? FROM unit_assignments'
-                + where, [SCRUBBING, now, now] + args)  # nosec B608
-        return self._db.execute('DELETE FROM unit_assignments' + where,
-                                args).rowcount  # nosec B608
+            # Only this module's column names and '?' placeholders are
+            # formatted into the queries; every value is bound.
+            hold_query = ('INSERT OR REPLACE INTO unit_holds (provider, '
+                          'unit, state, consumer, since, updated_at) '
+                          'SELECT provider, unit, ?, consumer, ?, ? '
+                          'FROM unit_assignments' + where)  # nosec B608
+            self._db.execute(hold_query, [SCRUBBING, now, now] + args)
+        # As above: column names and placeholders only.
+        query = 'DELETE FROM unit_assignments' + where  # nosec B608
+        return self._db.execute(query, args).rowcount
 
     def reassign(self, provider: str, source: str, dest: str) -> int:
         """Give ``source``'s units of ``provider`` to ``dest``; how many.

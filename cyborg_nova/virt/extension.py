@@ -35,6 +35,7 @@ from cyborg_drivers import bitstreams
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
 from cyborg_nova import conf as cn_conf
+from cyborg_nova import health
 from cyborg_nova import lifecycle
 from cyborg_nova import notifications
 from cyborg_nova import programming
@@ -114,6 +115,10 @@ class AcceleratorProviderMixin:
                 discovery.Discoverer(drivers, opts.sysfs_root),
                 self._accelerator_store, _placement_allocations,
                 auto_ready=opts.auto_ready,
+                aer=health.AerHealth(
+                    self._accelerator_store, health.Policy.from_conf(CONF),
+                    notifications.Notifier(
+                        CONF, 'cyborg-nova-compute.%s' % CONF.host)),
                 one_time_use=lambda acc: scrub.one_time_use(CONF, acc))
             self._driver_names = names
         return self._accelerator_updater

@@ -98,6 +98,13 @@ def test_attach_to_stopped_instance_then_detach(host, domains):
     assert conftest.without_generations(after) == (
         conftest.without_generations(booted))
     assert _units(host, domain.server) == {}
+    # Held for nova-compute's scrub, and reserved before the allocation
+    # went, so nothing was scheduled onto it meanwhile.
+    assert [(h.unit, h.state, h.consumer) for h in host.store.units.holds(
+        provider=rp)] == [(unit, 'scrubbing', domain.server)]
+    status, body = host.placement('GET', '/resource_providers/%s/'
+                                  'inventories' % rp)
+    assert body['inventories'][RC]['reserved'] == 1
 
 
 def test_bad_input_is_refused_before_anything_changes(host, domains):

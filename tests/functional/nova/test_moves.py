@@ -284,8 +284,22 @@ class TestLiveAttached(moves.MovesTestCase):
         server = self._wait_for_state_change(server, 'ACTIVE')
         self.assertEqual(usage, self.usage())
         # Detached, the move goes through and the guest keeps its two.
-        flow.detach(client, store, 'host1', guest, acc, timeout=5)
+        detached = flow.detach(client, store, 'host1', guest, acc,
+                               timeout=5)
         self.assertEqual(2, len(self.units(server, 'host1')))
+        # The detached unit is held for its scrub, and was reserved in
+        # Placement before its allocation went.
+        rp = detached.provider
+        self.assertEqual(list(detached.units), [
+            h.unit for h in store.units.holds(provider=rp)])
+        self.assertEqual(1, self._get_provider_inventory(rp)[
+            'CUSTOM_QAT']['reserved'])
+        # nova-compute scrubs it at its next update.
+        self.cycle()
+        self.wait_scrubbed()
+        self.assertEqual([], store.units.holds(provider=rp))
+        self.assertEqual(0, self._get_provider_inventory(rp)[
+            'CUSTOM_QAT']['reserved'])
         server = self._migrate_server(server)
         self.assertEqual('host2', server['OS-EXT-SRV-ATTR:host'])
         self._confirm_resize(server)

@@ -57,6 +57,28 @@ Related options:
 * ``%(rate)s``, ``enabled``
 """
 
+
+def _severity_opts(severity, what, per_hour, per_hour_help):
+    """The options ``<severity>_effect`` and ``<severity>_per_hour``.
+
+    What ``what`` errors do, and how many of them an hour are allowed
+    before they do it (``per_hour`` by default).
+    """
+    return [
+        cfg.StrOpt(
+            '%s_effect' % severity,
+            default='inform',
+            choices=_CHOICES,
+            help=_EFFECT_HELP % {'what': what,
+                                 'rate': '%s_per_hour' % severity}),
+        cfg.IntOpt(
+            '%s_per_hour' % severity,
+            default=per_hour,
+            min=0,
+            help=per_hour_help),
+    ]
+
+
 OPTS = [
     cfg.BoolOpt(
         'enabled',
@@ -76,17 +98,7 @@ Related options:
 
 * ``nonfatal_effect``, ``correctable_effect``
 """),
-    cfg.StrOpt(
-        'nonfatal_effect',
-        default='inform',
-        choices=_CHOICES,
-        help=_EFFECT_HELP % {'what': 'non-fatal (uncorrectable)',
-                             'rate': 'nonfatal_per_hour'}),
-    cfg.IntOpt(
-        'nonfatal_per_hour',
-        default=0,
-        min=0,
-        help="""
+    *_severity_opts('nonfatal', 'non-fatal (uncorrectable)', 0, """
 How many non-fatal PCIe AER errors a PCI function may report in an hour
 before ``nonfatal_effect`` is taken. The default, 0, takes it at the
 first one.
@@ -102,17 +114,7 @@ Related options:
 
 * ``nonfatal_effect``
 """),
-    cfg.StrOpt(
-        'correctable_effect',
-        default='inform',
-        choices=_CHOICES,
-        help=_EFFECT_HELP % {'what': 'correctable',
-                             'rate': 'correctable_per_hour'}),
-    cfg.IntOpt(
-        'correctable_per_hour',
-        default=100,
-        min=0,
-        help="""
+    *_severity_opts('correctable', 'correctable', 100, """
 How many correctable PCIe AER errors a PCI function may report in an
 hour before ``correctable_effect`` is taken. The kernel sends no udev
 event for correctable errors, so they are seen at the next discovery.

@@ -72,3 +72,36 @@ def test_nothing_else_is_claimed():
     # L1's other functions (bridges, root ports, the virtio NIC, the
     # VFs themselves) are no accelerators.
     assert sorted(discovered()) == sorted([l1.pf(l1.IGB), l1.pf(l1.NVME)])
+
+
+def test_aer_counts_read_as_the_kernel_shows_them():
+    """The igb PF's and VFs' AER counts, against L1's own sysfs files.
+
+    A function with the kernel's ``aer_dev_*`` files is read as their
+    ``TOTAL_ERR_*`` lines say; one without them is unknown, with the
+    reason, never 0.
+    """
+    pf = l1.pf(l1.IGB)
+    found = discovered()[pf]
+    shown = {c['address']: c for c in found['aer']}
+    assert sorted(shown) == sorted([pf] + l1.vfs(pf))
+    files = {'fatal': ('aer_dev_fatal', 'TOTAL_ERR_FATAL'),
+             'nonfatal': ('aer_dev_nonfatal', 'TOTAL_ERR_NONFATAL'),
+             'correctable': ('aer_dev_correctable', 'TOTAL_ERR_COR')}
+    seen = {}
+    for address, counts in shown.items():
+        path = '%s/%s/aer_dev_fatal' % (l1.DEVICES, address)
+        try:
+            open(path).close()
+        except FileNotFoundError:
+            assert not counts['known'] and counts['fatal'] is None
+            assert 'AER' in counts['reason'], counts
+            seen[address] = 'no AER files'
+            continue
+        for severity, (name, total) in files.items():
+            lines = dict(line.rsplit(' ', 1) for line in l1.read(
+                '%s/%s/%s' % (l1.DEVICES, address, name)).splitlines())
+            assert counts[severity] == int(lines[total]), (address,
+                                                           severity)
+        seen[address] = 'read: %s' % {s: counts[s] for s in files}
+    l1.record('igb_aer_as_read', seen)

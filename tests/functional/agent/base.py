@@ -14,21 +14,27 @@
 
 :class:`AgentProcess` runs ``python -m cyborg_nova.cmd.agent`` with a
 config file written from a dict; :func:`report_host` fills Placement the
-way nova-compute does (tools/report_host.py); :class:`Placement` talks to
+way nova-compute does (tools/report_host.py); :func:`run_umockdev_worker`
+runs a worker script under umockdev-wrapper; :class:`Placement` talks to
 the real Placement server of ``placement_fixture``.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+import unittest
 
 import fixtures
 import requests
+
+from tests.functional import umockdev_worker
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
@@ -65,6 +71,28 @@ def report_host(placement: str, nodename: str, sysfs_root: str,
          '--sysfs-root', sysfs_root, '--state-path', state_path],
         env=env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+def run_umockdev_worker(worker: str, *args: str) -> dict:
+    """The JSON of ``worker`` (a script here) run under umockdev-wrapper.
+
+    Skips the test when a dependency is missing.
+    """
+    wrapper = shutil.which('umockdev-wrapper')
+    if wrapper is None:
+        raise unittest.SkipTest('umockdev-wrapper not found (Debian '
+                                'package umockdev)')
+    proc = subprocess.run(
+        [wrapper, sys.executable, os.path.join(HERE, worker), *args],
+        cwd=REPO_ROOT, env=env(), capture_output=True, text=True,
+        timeout=180)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode == umockdev_worker.SKIP_STATUS:
+        raise unittest.SkipTest(json.loads(lines[-1])['skip'])
+    assert proc.returncode == 0 and lines, (
+        'worker failed (%s)\nstdout:\n%s\nstderr:\n%s'
+        % (proc.returncode, proc.stdout, proc.stderr))
+    return json.loads(lines[-1])
 
 
 def wait_for(predicate, timeout: float = 15.0, interval: float = 0.1,

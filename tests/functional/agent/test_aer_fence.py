@@ -18,43 +18,21 @@ and the real Placement server of these tests. Skipped, with the reason,
 where umockdev is not installed (tools/install-udev-test-deps.sh).
 """
 
-import json
-import os
-import shutil
-import subprocess
-import sys
-import unittest
-
 import pytest
 
 from tests import counts
 from tests.functional.agent import base
 
-WORKER = os.path.join(base.HERE, 'aer_fence_worker.py')
-SKIP_STATUS = 77
 #: As a removal's: fenced within a second of the uevent.
 WITHIN_MS = 1000.0
 
 
 def run_worker(placement: str, state_dir: str, source: str) -> dict:
     """The worker's JSON; skips the test when a dependency is missing."""
-    wrapper = shutil.which('umockdev-wrapper')
-    if wrapper is None:
-        raise unittest.SkipTest('umockdev-wrapper not found (Debian '
-                                'package umockdev)')
-    proc = subprocess.run(
-        [wrapper, sys.executable, WORKER, '--placement', placement,
-         '--state-dir', state_dir, '--source', source,
-         '--nodename', 'aer-%s' % source],
-        cwd=base.REPO_ROOT, env=base.env(), capture_output=True, text=True,
-        timeout=180)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode == SKIP_STATUS:
-        raise unittest.SkipTest(json.loads(lines[-1])['skip'])
-    assert proc.returncode == 0 and lines, (
-        'worker failed (%s)\nstdout:\n%s\nstderr:\n%s'
-        % (proc.returncode, proc.stdout, proc.stderr))
-    return json.loads(lines[-1])
+    return base.run_umockdev_worker(
+        'aer_fence_worker.py', '--placement', placement,
+        '--state-dir', state_dir, '--source', source,
+        '--nodename', 'aer-%s' % source)
 
 
 @pytest.mark.parametrize('source', ['udev', 'kernel'])

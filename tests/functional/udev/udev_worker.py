@@ -21,57 +21,24 @@ starts, so these scenarios cannot run inside the pytest process: the test
 module runs this script in a subprocess. Each scenario drives a
 PciEventWatcher with a umockdev Testbed (real libudev and pyudev, fake
 sysfs and uevents) and prints one JSON object on stdout. Exit status
-SKIP_STATUS with {"skip": reason} means a dependency is missing.
+umockdev_worker.SKIP_STATUS with {"skip": reason} means a dependency is
+missing (the testbed comes from tests/functional/umockdev_worker.py).
 """
 
 import dataclasses
 import json
 import logging
-import os
 import statistics
 import sys
 import threading
 import time
 
-SKIP_STATUS = 77
+from tests.functional import umockdev_worker
+
 WAIT = 5.0
 
 ADDRESS = '0000:3b:00.0'
 OTHER_ADDRESS = '0000:3b:00.1'
-
-
-def _skip(reason):
-    print(json.dumps({'skip': reason}))
-    sys.exit(SKIP_STATUS)
-
-
-def _testbed():
-    try:
-        import gi
-    except ImportError as e:
-        _skip('PyGObject (gi) not importable (%s)' % e)
-    try:
-        gi.require_version('UMockdev', '1.0')
-        from gi.repository import UMockdev
-    except (ImportError, ValueError) as e:
-        _skip('UMockdev typelib not available (%s); install Debian '
-              'package gir1.2-umockdev-1.0' % e)
-    # UMockdev.in_mock_environment() says False even under the wrapper
-    # (umockdev 0.17); the wrapper's doing is LD_PRELOAD.
-    if 'libumockdev-preload' not in os.environ.get('LD_PRELOAD', ''):
-        # Not a skip: without the preload these scenarios would emit
-        # nothing and watch the real host.
-        sys.exit('not running under umockdev-wrapper (no '
-                 'libumockdev-preload in LD_PRELOAD)')
-    # Before any udev monitor exists: a monitor created earlier never
-    # hears the testbed's uevents.
-    testbed = UMockdev.Testbed.new()
-    try:
-        import pyudev
-        pyudev.Context()
-    except (ImportError, OSError) as e:
-        _skip('pyudev/libudev not usable (%s)' % e)
-    return testbed
 
 
 class Recorder:
@@ -326,7 +293,7 @@ SCENARIOS = {
 def main(argv):
     name = argv[1]
     source = argv[2] if len(argv) > 2 else 'udev'
-    testbed = _testbed()
+    testbed = umockdev_worker.testbed()
     from cyborg_drivers import events
     result = SCENARIOS[name](testbed, events, source)
     print(json.dumps(result))

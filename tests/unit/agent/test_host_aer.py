@@ -52,6 +52,16 @@ def setup(host_tree, tmp_path):
     return local, fencer, store, root
 
 
+@pytest.fixture
+def primed(setup):
+    """(local, fencer, store, root), discovered once, the fencer emptied."""
+    make, fencer, store, root = setup
+    local = make()
+    local.refresh()
+    fencer.take()
+    return local, fencer, store, root
+
+
 def recovery(address, error_event):
     return events.event_from_device('change', Device(address, {
         'PCI_ID': '10EE:5020', 'ERROR_EVENT': error_event,
@@ -67,11 +77,8 @@ def test_the_kernel_recovery_properties_make_the_event():
     assert plain.error_event is None
 
 
-def test_a_fatal_error_seen_by_discovery_is_fenced(setup):
-    make, fencer, store, root = setup
-    local = make()
-    local.refresh()
-    fencer.take()
+def test_a_fatal_error_seen_by_discovery_is_fenced(primed):
+    local, fencer, store, root = primed
     aer_sysfs.write(root, USER_FN, fatal=1)
     local.refresh()
     assert fencer.take() == [(ALVEO, state_store.UNHEALTHY, True)]
@@ -87,11 +94,8 @@ def test_a_fatal_error_seen_by_discovery_is_fenced(setup):
         'aer_effect'] is None
 
 
-def test_a_failed_recovery_event_fences_the_functions_device(setup):
-    make, fencer, store, root = setup
-    local = make()
-    local.refresh()
-    fencer.take()
+def test_a_failed_recovery_event_fences_the_functions_device(primed):
+    local, fencer, store, root = primed
     aer_sysfs.write(root, USER_FN, fatal=1)
     local.handle_event(recovery(USER_FN, 'FAILED_RECOVERY'))
     # The event is about the Alveo's user function: the Alveo is fenced.
@@ -99,11 +103,8 @@ def test_a_failed_recovery_event_fences_the_functions_device(setup):
     assert store.devices(NODE)[ALVEO].state == state_store.UNHEALTHY
 
 
-def test_a_recovery_event_checks_the_device_even_if_nothing_changed(setup):
-    make, fencer, store, root = setup
-    local = make()
-    local.refresh()
-    fencer.take()
+def test_a_recovery_event_checks_the_device_even_if_nothing_changed(primed):
+    local, fencer, store, root = primed
     # A plain change event with nothing new: nothing to fence.
     assert local.handle_event(events.event_from_device(
         'change', Device(USER_FN, {}))) == []

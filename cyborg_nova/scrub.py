@@ -49,6 +49,7 @@ from oslo_config import cfg
 from cyborg_drivers import base
 from cyborg_drivers import device as device_model
 from cyborg_nova import provider_devices
+from cyborg_nova import remote_devices
 from cyborg_nova import store as state_store
 from cyborg_nova.store import units as unit_store
 
@@ -233,6 +234,11 @@ class Scrubber:
         if device.endpoint is not None:
             return self._finish(hold, device, (), 'not scrubbed: a unit of '
                                 'out-of-process driver %s' % device.endpoint)
+        if hold.unit not in device.accelerator.units:
+            # Its VFs were removed (and maybe made again, which resets
+            # them): holding it would reserve a unit that is not there.
+            return self._finish(hold, device, (), 'nothing to scrub: no '
+                                'longer a unit of the device')
         driver = drivers.get(device.accelerator.driver)
         if driver is None:
             return self._fail(hold, device, (), 'its driver %s is not '
@@ -314,11 +320,21 @@ class Scrubber:
         return Outcome(hold.provider, hold.unit, FAILED, tuple(done),
                        reason, time.time() - hold.since)
 
+    def _state(self, device: provider_devices.ProviderDevice) -> str:
+        """The lifecycle state ``reserved`` is computed from, as Nova's."""
+        if device.endpoint is None:
+            row = self.store.devices(device.nodename).get(device.address)
+            return row.state if row is not None else state_store.FAILED
+        for remote in remote_devices.devices(self.store, device.nodename):
+            if (remote.endpoint, remote.address) == (device.endpoint,
+                                                     device.address):
+                return remote.state
+        return state_store.FAILED
+
     def _fence_now(self, device: provider_devices.ProviderDevice) -> None:
         if self._fence is None:
             return
-        row = self.store.devices(device.nodename).get(device.address)
-        state = row.state if row is not None else state_store.FAILED
+        state = self._state(device)
         try:
             self._fence(device, state)
         except Exception as exc:

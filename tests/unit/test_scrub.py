@@ -16,6 +16,7 @@ by the real ``intel_qat`` driver; resets run the privileged function's
 own code on the tree (:class:`tests.scrubhost.TreeOps`).
 """
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -183,3 +184,18 @@ def test_a_scrub_another_live_process_runs_is_left_to_it(host):
     assert scrub.gone_owners([gone, alive, 'x@elsewhere']) == [gone]
     (outcome,) = host.scrubber(ops).run()
     assert outcome.result == scrub.FREE
+
+
+def test_a_unit_no_longer_on_its_device_is_let_go(host):
+    (unit,) = host.give_and_free('c1', 1)
+    # The device's VFs were removed since (driver-update --num-vfs).
+    host.devices[host.dc.provider] = dataclasses.replace(
+        host.dc, accelerator=dataclasses.replace(
+            host.dc.accelerator, units=tuple(
+                u for u in host.dc.accelerator.units if u != unit)))
+    ops = scrubhost.TreeOps(host.root)
+    (outcome,) = host.scrubber(ops).run()
+    assert (outcome.result, outcome.reason) == (
+        scrub.FREE, 'nothing to scrub: no longer a unit of the device')
+    assert ops.resets == []
+    assert host.store.units.holds() == []

@@ -212,7 +212,9 @@ class MovesTestCase(base.LibvirtAcceleratorTestCase):
             for rc, record in inv.items():
                 free_placement = (record['total'] - record['reserved']
                                   - sum(usage[rp].values()))
-                free_store = record['total'] - len(rows) - len(holds)
+                # A stale consumer's rows hold nothing in Placement.
+                free_store = (record['total'] - len(holds) - len(
+                    [r for r in rows if r.consumer not in stale]))
                 # reserved follows the kept and held rows at the next
                 # cycle (a scrub's end writes it at once).
                 if record['reserved'] == len(kept) + len(holds):

@@ -39,8 +39,10 @@ import oslo_messaging
 import pytest
 
 from cyborg_drivers import device as device_model
+from cyborg_nova import health
 from cyborg_nova import notifications
 from cyborg_nova import store as state_store
+from tests import aer_sysfs
 from tests.functional.agent import base as agent_base
 from tests.functional.programming import base
 from tests.functional.programming.test_agent_conductor import agent_job
@@ -176,6 +178,16 @@ def test_every_event_through_a_real_broker(host, broker, collector):
         port_errors(host, PAC1, '0x0')
         discover(agent)
         collector.wait('healthy', PAC1)
+        # The kernel counted a fatal PCIe error on the other card.
+        aer_sysfs.write(host.root, PAC0, fatal=1)
+        discover(agent)
+        aer_error = collector.wait('aer_error', PAC0)
+        # Cleared by the operator before it is reprogrammed.
+        health.acknowledge(store, host.nodename, PAC0, host.root)
+        store.set_state(host.nodename, PAC0, state_store.READY)
+        discover(agent)
+        agent_base.wait_for(lambda: host.reserved(PAC0) == 0,
+                            what='the cleared card to be unfenced')
         # The other card is reprogrammed.
         resp = agent.call('POST', '/program', json={
             'device': PAC0, 'bitstream': 'intel/nlb3.gbs'})
@@ -197,10 +209,13 @@ def test_every_event_through_a_real_broker(host, broker, collector):
         assert data['uuid'] == device_model.device_uuid(host.nodename,
                                                         data['address'])
         assert message['priority'] == (
-            'warn' if message['event_type'] == 'accelerator.unhealthy'
+            'warn' if message['event_type'] in (
+                'accelerator.unhealthy', 'accelerator.aer_error')
             else 'info')
         assert (data['programming'] is None) == (
             message['event_type'] != 'accelerator.programmed')
+    assert '1 fatal' in aer_error['payload'][
+        'cyborg_nova_object.data']['reason']
     unhealthy = collector.wait('unhealthy', PAC1)
     assert 'reports errors 0x1' in unhealthy['payload'][
         'cyborg_nova_object.data']['reason']

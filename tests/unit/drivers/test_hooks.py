@@ -59,8 +59,25 @@ def test_defaults_say_no():
     assert driver.SETTINGS == () and driver.on_host_bus
     assert driver.has_setting(acc, 'services') is False
     assert driver.read_setting(acc, 'services') is None
-    with pytest.raises(base.NotSupported, match='cannot scrub'):
-        driver.scrub('/sys', acc, '0000:01:00.0')
+    # Every family scrubs a PCI function with the kernel's reset, and a
+    # mediated device needs none; no other step.
+    assert Minimal.SCRUB_STEPS == ('flr',)
+    resets = []
+
+    class Ops:
+        def reset_function(self, address):
+            resets.append(address)
+            return 'flr bus'
+    assert driver.scrub('/sys', acc, '0000:01:00.1', 'flr', Ops()) == (
+        'reset 0000:01:00.1 (flr bus)')
+    assert resets == ['0000:01:00.1']
+    assert driver.scrub('/sys', acc, '7f1c0c6e-8d3a-4c5e-9a52-1f0e6b7d2a11',
+                        'flr', Ops()) == (
+        'nothing to reset: 7f1c0c6e-8d3a-4c5e-9a52-1f0e6b7d2a11 is a '
+        'mediated device')
+    with pytest.raises(base.NotSupported, match="no scrub step 'wipe'"):
+        driver.scrub('/sys', acc, '0000:01:00.1', 'wipe', Ops())
+    assert resets == ['0000:01:00.1']
     with pytest.raises(base.NotSupported, match="no setting 'services'"):
         driver.check_setting('/sys', acc, 'services', 'sym')
     with pytest.raises(base.NotSupported, match="no setting 'services'"):

@@ -260,6 +260,28 @@ def flow(cloud, l1: L1Compute, times: dict) -> None:
         raise Failure('after the delete L1 shows %s' % seen)
     print('NOVA-IN-L1: after the delete VF %s is back on igbvf, no guest '
           'in L1, no allocation' % vf, flush=True)
+    # nova-compute held the VF at the delete and scrubbed it through its
+    # privsep daemon and L1's kernel; then nothing is held and the NIC's
+    # provider has nothing reserved.
+    scrubbed = time.time()
+    for _ in range(60):
+        seen = l1.check()
+        if seen['held'] == []:
+            break
+        time.sleep(2)
+    else:
+        raise Failure('units still held in L1 after the delete: %s'
+                      % seen['held'])
+    nic = nic_providers(cloud)[0]
+    inventory = json.loads(cloud.cli(
+        'resource', 'provider', 'inventory', 'show', nic['uuid'],
+        'CUSTOM_NIC', '-f', 'json'))
+    if inventory['reserved'] != 0:
+        raise Failure('the NIC keeps %s reserved after the scrub'
+                      % inventory['reserved'])
+    print('NOVA-IN-L1: the freed VFs were scrubbed by L1\'s nova-compute '
+          '(nothing held %.0f s after the delete, nothing reserved)'
+          % (time.time() - scrubbed), flush=True)
     cloud.cli('flavor', 'delete', FLAVOR, FLAVOR_BIG)
     step('whole flow', started, times)
 

@@ -21,8 +21,8 @@ lands on L1 with its allocation on the NIC's provider and a real VF
 sees; hard and soft reboot, stop/start, suspend/resume, rebuild,
 shelve (offloaded)/unshelve and a resize on the same host keep L2 seeing
 exactly its VF; deleted, its allocation is gone and the VF is back on
-igbvf (tools/mini_cloud_l1.py checks each step). L1 boots once for all
-of it.
+igbvf, and every VF freed on the way was scrubbed by L1's nova-compute
+(tools/mini_cloud_l1.py checks each step). L1 boots once for all of it.
 """
 
 import os
@@ -76,6 +76,12 @@ def test_a_server_lands_on_a_real_vf_through_nova(tmp_path):
                      r'sees its VF 0000:\S+ \(', out), tail
     assert re.search(r'NOVA-IN-L1: after the delete VF 0000:\S+ is back on '
                      r'igbvf, no guest in L1, no allocation', out), tail
+    # Each VF freed on the way (shelve, the confirmed resize, the delete)
+    # was held and scrubbed by L1's nova-compute through its privsep
+    # daemon, on L1's kernel: nothing is left held or reserved.
+    assert re.search(r"NOVA-IN-L1: the freed VFs were scrubbed by L1's "
+                     r'nova-compute \(nothing held \d+ s after the delete, '
+                     r'nothing reserved\)', out), tail
     # What the operator typed.
     assert '$ openstack server create --flavor accel.nic.vf' in out, tail
     assert "resources:CUSTOM_NIC='1'" in out, tail

@@ -64,6 +64,10 @@ enabled_drivers = nic_sriov
 auto_ready = True
 [cyborg_nic_sriov]
 physical_device_mappings = physnet1:$pf
+[cyborg_nova_privsep]
+sysfs_root = /sys
+[cyborg_nova_privsep_sysfs]
+helper_command = $helper
 [nova_sys_admin]
 helper_command = $helper
 [privsep_osbrick]
@@ -83,7 +87,8 @@ status up
 compute=$!
 status compute
 
-# One JSON document: what L1 shows of the guests and the VFs.
+# One JSON document: what L1 shows of the guests and the VFs, and the
+# units the state store holds back for their scrub.
 report() {
     "$L1_VENV/bin/python" - "$pf" <<'PY'
 import json
@@ -154,8 +159,22 @@ for dom in conn.listAllDomains(0):
     domains[uuid] = {'active': bool(dom.isActive()),
                      'hostdevs': sorted(found),
                      'l2': l2_sees(uuid.lower())}
+
+def held():
+    import sqlite3
+    try:
+        db = sqlite3.connect('file:/var/lib/nova/accelerators.sqlite'
+                             '?mode=ro', uri=True)
+        try:
+            return sorted(db.execute('SELECT unit, state FROM unit_holds'))
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        return str(exc)
+
+
 print(json.dumps({'pf': pf, 'vfs': {v: driver(v) for v in vfs},
-                  'domains': domains}))
+                  'domains': domains, 'held': held()}))
 PY
 }
 

@@ -168,18 +168,20 @@ class Scrubber:
         empty list): the running one goes round again for what was
         held meanwhile.
         """
-        if not self._lock.acquire(blocking=False):
-            self._again = True
-            return []
-        try:
-            outcomes: list[Outcome] = []
-            self._again = True
-            while self._again:
+        outcomes: list[Outcome] = []
+        while True:
+            if not self._lock.acquire(blocking=False):
+                self._again = True
+                return outcomes
+            try:
                 self._again = False
                 outcomes += self._run_once()
-            return outcomes
-        finally:
-            self._lock.release()
+            finally:
+                self._lock.release()
+            # Asked again while it ran (after the lock is let go, so a
+            # call that found it taken is never left unserved).
+            if not self._again:
+                return outcomes
 
     def _run_once(self) -> list[Outcome]:
         holds = self.pending()

@@ -199,3 +199,28 @@ def test_a_unit_no_longer_on_its_device_is_let_go(host):
         scrub.FREE, 'nothing to scrub: no longer a unit of the device')
     assert ops.resets == []
     assert host.store.units.holds() == []
+
+
+def test_a_run_asked_for_while_one_runs_is_done_by_it(host):
+    (first,) = host.give_and_free('c1', 1)
+    hang = threading.Event()
+    ops = scrubhost.TreeOps(host.root, hang=hang)
+    scrubber = host.scrubber(ops)
+    done = []
+    running = threading.Thread(target=lambda: done.extend(scrubber.run()))
+    running.start()
+    try:
+        # The first run is inside its reset; units freed now are left
+        # to it: this call returns at once.
+        for _ in range(200):
+            if host.store.units.hold(first).owner is not None:
+                break
+            threading.Event().wait(0.01)
+        (second,) = host.give_and_free('c2', 1)
+        assert scrubber.run() == []
+    finally:
+        hang.set()
+        running.join(30)
+    assert [(o.unit, o.result) for o in done] == [
+        (first, scrub.FREE), (second, scrub.FREE)]
+    assert host.store.units.holds() == []

@@ -169,8 +169,13 @@ def causes(policy: Policy, rows: Iterable[health_table.Counter],
 def counts_of(accelerator: device_model.Accelerator
               ) -> dict[tuple[str, str], int]:
     """{(function, severity): count} of the counters that were read."""
+    return _counts(accelerator.aer)
+
+
+def _counts(counters: Iterable[aer.AerCounters]
+            ) -> dict[tuple[str, str], int]:
     return {(c.address, severity): c.total(severity)
-            for c in accelerator.aer for severity in aer.SEVERITIES
+            for c in counters for severity in aer.SEVERITIES
             if c.total(severity) is not None}
 
 
@@ -292,10 +297,7 @@ def acknowledge(store: state_store.StateStore, nodename: str, address: str,
         return []
     read = aer.read_functions(
         os.path.join(sysfs_root, 'bus', 'pci', 'devices'), functions)
-    counts = {(c.address, severity): c.total(severity) for c in read
-              for severity in aer.SEVERITIES
-              if c.total(severity) is not None}
-    store.aer.acknowledge(nodename, address, counts)
+    store.aer.acknowledge(nodename, address, _counts(read))
     LOG.info('Accelerator %s: PCIe AER counts acknowledged: %s', address,
              '; '.join(c.summary() for c in read) or 'none recorded')
     return list(read)

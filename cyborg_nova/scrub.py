@@ -322,27 +322,39 @@ class Scrubber:
         return Outcome(hold.provider, hold.unit, FAILED, tuple(done),
                        reason, time.time() - hold.since)
 
-    def _state(self, device: provider_devices.ProviderDevice) -> str:
-        """The lifecycle state ``reserved`` is computed from, as Nova's."""
-        if device.endpoint is None:
-            row = self.store.devices(device.nodename).get(device.address)
-            return row.state if row is not None else state_store.FAILED
-        for remote in remote_devices.devices(self.store, device.nodename):
-            if (remote.endpoint, remote.address) == (device.endpoint,
-                                                     device.address):
-                return remote.state
-        return state_store.FAILED
-
     def _fence_now(self, device: provider_devices.ProviderDevice) -> None:
         if self._fence is None:
             return
-        state = self._state(device)
+        state = device_state(self.store, device)
         try:
             self._fence(device, state)
         except Exception as exc:
             # nova-compute's next report writes the same value.
             LOG.warning('reserved of accelerator %s not written now: %s',
                         device.address, exc)
+
+
+def device_state(store: state_store.StateStore,
+                 device: provider_devices.ProviderDevice) -> str:
+    """The lifecycle state ``device``'s ``reserved`` is computed from.
+
+    As nova-compute's report has it: the store's row of a local device,
+    the driver's state of an out-of-process one; ``failed`` (fully
+    reserved) for a device neither knows.
+    """
+    if device.endpoint is None:
+        row = store.devices(device.nodename).get(device.address)
+        return row.state if row is not None else state_store.FAILED
+    for remote in remote_devices.devices(store, device.nodename):
+        if (remote.endpoint, remote.address) == (device.endpoint,
+                                                 device.address):
+            return remote.state
+    return state_store.FAILED
+
+
+def held_since(hold: unit_store.Hold) -> str:
+    """When ``hold`` began, in the host's local time, for an operator."""
+    return time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(hold.since))
 
 
 def mark_ready(store: state_store.StateStore, unit: str) -> unit_store.Hold:
@@ -363,8 +375,7 @@ def mark_ready(store: state_store.StateStore, unit: str) -> unit_store.Hold:
         raise MarkRefused(
             'unit %s is still being scrubbed (since %s): it is free again '
             'once the scrub ends; marking it ready now would hand it out '
-            'half-scrubbed' % (unit, time.strftime(
-                '%Y-%m-%d %H:%M:%S', time.localtime(hold.since))))
+            'half-scrubbed' % (unit, held_since(hold)))
     with store.units.change() as table:
         if not table.lift(hold.provider, unit,
                           [unit_store.USED, unit_store.FAILED]):

@@ -15,8 +15,6 @@
 ``service-list`` is in :mod:`cyborg_nova.cmd.services`.
 """
 
-import time
-
 from cliff import command
 from cliff import lister
 from cliff import show
@@ -42,8 +40,7 @@ def _holds(store, nodename, address):
 
 def _hold_line(hold):
     return '%s: %s since %s%s' % (
-        hold.unit, hold.state, time.strftime('%Y-%m-%d %H:%M:%S',
-                                             time.localtime(hold.since)),
+        hold.unit, hold.state, scrub.held_since(hold),
         ' (%s)' % hold.reason if hold.reason else '')
 
 

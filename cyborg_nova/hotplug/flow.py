@@ -52,6 +52,7 @@ from cyborg_nova.hotplug.errors import AttachError
 from cyborg_nova.hotplug import guest as guest_lib
 from cyborg_nova import provider_devices
 from cyborg_nova import providers
+from cyborg_nova import scrub
 from cyborg_nova import store as state_store
 from cyborg_nova import unit_work
 
@@ -141,13 +142,12 @@ def _books(client, store: state_store.StateStore, nodename: str,
     written here before the allocation goes, so nothing is scheduled
     onto them meanwhile.
     """
+    device = provider_devices.local(nodename, accelerator)
+
     def reserve_held() -> None:
-        row = store.devices(nodename).get(accelerator.address)
         result = fencing.Fencer(client, kept=store.units.kept).apply(
-            accelerator.address, provider_devices.local(
-                nodename, accelerator).provider,
-            row.state if row is not None else state_store.FAILED,
-            accelerator)
+            device.address, device.provider,
+            scrub.device_state(store, device), accelerator)
         if result.outcome == fencing.FAILED:
             LOG.warning('The units freed of accelerator %s are held, but '
                         'reserved could not be written now: nova-compute '

@@ -90,6 +90,8 @@ class AcceleratorProviderMixin:
         self._store_keeper = None
         self._driver_names: list[str] = []
         self._accelerator_programmer: programming.Programmer | None = None
+        self._compute_notifier: notifications.Notifier | None = None
+        self._placement_adapter: ReportClientAdapter | None = None
         # The privileged VF count write; Nova's functional tests, which
         # have no privsep daemon, put a fake kernel's write here.
         self._set_num_vfs: restore.SetNumVfs = _privileged_set_num_vfs
@@ -117,8 +119,7 @@ class AcceleratorProviderMixin:
                 auto_ready=opts.auto_ready,
                 aer=health.AerHealth(
                     self._accelerator_store, health.Policy.from_conf(CONF),
-                    notifications.Notifier(
-                        CONF, 'cyborg-nova-compute.%s' % CONF.host)),
+                    self._notifier()),
                 one_time_use=lambda acc: scrub.one_time_use(CONF, acc))
             self._driver_names = names
         return self._accelerator_updater
@@ -198,18 +199,31 @@ class AcceleratorProviderMixin:
                      nodename, ', '.join('%s %s' % (o.address, o.action)
                                          for o in outcomes))
 
+    # -- what the extension's own writers share -----------------------------
+
+    def _notifier(self) -> notifications.Notifier:
+        """This nova-compute's sender of accelerator notifications."""
+        if self._compute_notifier is None:
+            self._compute_notifier = notifications.Notifier(
+                CONF, 'cyborg-nova-compute.%s' % CONF.host)
+        return self._compute_notifier
+
+    def _placement(self) -> ReportClientAdapter:
+        """Placement through Nova's report client, for ``reserved`` writes."""
+        if self._placement_adapter is None:
+            self._placement_adapter = ReportClientAdapter(
+                report.report_client_singleton())
+        return self._placement_adapter
+
     # -- program on spawn ----------------------------------------------------
 
     def _programmer(self) -> programming.Programmer:
         if self._accelerator_programmer is None:
             self._updater()
-            client = ReportClientAdapter(report.report_client_singleton())
             self._accelerator_programmer = programming.Programmer(
-                CONF, self._accelerator_store, client,
+                CONF, self._accelerator_store, self._placement(),
                 lambda: self._updater().discoverer.drivers,
-                self._sysfs_root(),
-                notifier=notifications.Notifier(
-                    CONF, 'cyborg-nova-compute.%s' % CONF.host))
+                self._sysfs_root(), notifier=self._notifier())
             # Jobs a killed nova-compute left behind (the agent would
             # finish them too; whoever comes first holds the job's lock).
             for job in self._accelerator_programmer.recover():

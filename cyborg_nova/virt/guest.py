@@ -30,7 +30,6 @@ from nova.compute import resource_tracker
 import nova.conf
 from nova import context as nova_context
 from nova import exception
-from nova.scheduler.client import report
 from nova import utils as nova_utils
 
 from cyborg_nova import assignments
@@ -40,7 +39,6 @@ from cyborg_nova import provider_devices
 from cyborg_nova import scrub
 from cyborg_nova.store import units as unit_store
 from cyborg_nova import unit_work
-from cyborg_nova.virt import extension
 from cyborg_nova.virt import hostdevs
 from cyborg_nova.virt import moves
 
@@ -80,9 +78,7 @@ class GuestAcceleratorsMixin:
             # The updater opens the store.
             self._updater()
             fencer = fencing.Fencer(
-                extension.ReportClientAdapter(
-                    report.report_client_singleton()),
-                kept=self._accelerator_store.units.kept)
+                self._placement(), kept=self._accelerator_store.units.kept)
 
             # Under the resource tracker's lock: a report computed while
             # the unit was held, and sent after this write, would put

@@ -70,6 +70,7 @@ from cyborg_drivers import discovery
 from cyborg_drivers.fake import hosttree
 from cyborg_drivers import loader
 from cyborg_nova import conf as cn_conf
+from tests import scrubhost
 
 CONF = nova.conf.CONF
 CYBORG_NOVA = 'cyborg-nova'
@@ -511,6 +512,11 @@ class LibvirtHost(libvirt_base.ServersTestBase):
         # The nova wheel installs api-paste.ini under <prefix>/etc/nova.
         self.flags(api_paste_config=os.path.join(
             sys.prefix, 'etc', 'nova', 'api-paste.ini'), group='wsgi')
+        if self.mode == CYBORG_NOVA:
+            # A deleted server's VFs are reset before reuse, in
+            # nova-compute's background thread; the harness refuses the
+            # privsep daemon, so the reset runs on the tree here.
+            self.useFixture(scrubhost.ScrubKernel())
         super().setUp()
 
     def _setup_compute_service(self):

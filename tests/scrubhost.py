@@ -17,13 +17,17 @@ store as nova-compute's cycle records them, and a
 :class:`~cyborg_nova.scrub.Scrubber` over them whose function resets run
 the privileged code itself (``privsep.pci._reset_function``) on the
 tree. ``python -m tests.scrubhost DIR hang`` is a scrubbing process whose
-reset hangs, for the crash test to kill.
+reset hangs, for the crash test to kill. :class:`ScrubKernel` does the
+same for every nova-compute of a test (or benchmark) run in Nova's
+harness.
 """
 
 import os
 import sys
+import threading
 import time
 
+import fixtures
 from oslo_config import cfg
 
 from cyborg_drivers import discovery
@@ -63,6 +67,53 @@ class TreeOps:
             raise OSError(5, "writing '1' to reset: Input/output error")
         self.resets.append(address)
         return privsep_pci._reset_function(self.root, address)
+
+
+class ScrubKernel(fixtures.Fixture):
+    """The scrub's privileged writes on the tree of each nova-compute.
+
+    Each compute of a test runs in this process with its own sysfs tree,
+    and one privsep daemon serves one root (Nova's harness refuses to
+    start one at all), so the privileged function itself
+    (``privsep.pci._reset_function``) runs here, on the tree of the
+    compute that asks. ``resets`` records (host tree, unit) of each
+    reset; ``gate``, when cleared, holds every reset until it is set;
+    units in ``failing`` fail as the kernel would refuse them.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.resets = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.failing = set()
+
+    def _setUp(self):
+        # Imported here: the rest of this module runs without Nova.
+        from cyborg_nova.virt import guest
+        real_init = guest.GuestAcceleratorsMixin.__init__
+        kernel = self
+
+        def init(driver, *args, **kwargs):
+            real_init(driver, *args, **kwargs)
+            driver._scrub_ops = kernel.for_driver(driver)
+        self.useFixture(fixtures.MonkeyPatch(
+            'cyborg_nova.virt.guest.GuestAcceleratorsMixin.__init__', init))
+
+    def for_driver(self, driver):
+        kernel = self
+
+        class Ops:
+            def reset_function(self, address):
+                if not kernel.gate.wait(60):
+                    raise TimeoutError('the test never opened the gate')
+                if address in kernel.failing:
+                    raise OSError(5, "writing '1' to reset: Input/output "
+                                  "error")
+                root = driver._sysfs_root()
+                kernel.resets.append((root, address))
+                return privsep_pci._reset_function(root, address)
+        return Ops()
 
 
 class Host:

@@ -22,7 +22,6 @@ built from a host profile; nothing of Nova or Placement is mocked.
 import collections
 import os
 import sys
-import threading
 
 import fixtures
 import nova.conf
@@ -33,8 +32,7 @@ from placement import deploy
 from cyborg_drivers.fake import hosttree
 from cyborg_drivers import loader
 from cyborg_nova import conf as cn_conf
-from cyborg_nova.virt import guest
-from privsep import pci as privsep_pci
+from tests import scrubhost
 
 CONF = nova.conf.CONF
 WRITES = ('PUT', 'POST', 'DELETE', 'PATCH')
@@ -64,39 +62,6 @@ class RequestCounter:
         return collections.Counter(m for m, _ in self.requests)
 
 
-class ScrubKernel:
-    """The scrub's privileged writes on the tree of each compute.
-
-    Each compute of a test runs in this process with its own sysfs tree,
-    and one privsep daemon serves one root, so the privileged function
-    itself (``privsep.pci._reset_function``) runs here, on the tree of
-    the compute that asks. ``resets`` records (host tree, unit) of each
-    reset; ``gate``, when cleared, holds every reset until it is set;
-    units in ``failing`` fail as the kernel would refuse them.
-    """
-
-    def __init__(self):
-        self.resets = []
-        self.gate = threading.Event()
-        self.gate.set()
-        self.failing = set()
-
-    def for_driver(self, driver):
-        kernel = self
-
-        class Ops:
-            def reset_function(self, address):
-                if not kernel.gate.wait(60):
-                    raise TimeoutError('the test never opened the gate')
-                if address in kernel.failing:
-                    raise OSError(5, 'writing %r to reset: Input/output '
-                                  'error' % '1')
-                root = driver._sysfs_root()
-                kernel.resets.append((root, address))
-                return privsep_pci._reset_function(root, address)
-        return Ops()
-
-
 class AcceleratorHostsMixin:
     """Accelerator hosts from profiles, for any of Nova's test bases."""
 
@@ -118,15 +83,7 @@ class AcceleratorHostsMixin:
         # The nova wheel installs api-paste.ini under <prefix>/etc/nova.
         self.flags(api_paste_config=os.path.join(
             sys.prefix, 'etc', 'nova', 'api-paste.ini'), group='wsgi')
-        self.scrub_kernel = ScrubKernel()
-        real_init = guest.GuestAcceleratorsMixin.__init__
-        kernel = self.scrub_kernel
-
-        def init(driver, *args, **kwargs):
-            real_init(driver, *args, **kwargs)
-            driver._scrub_ops = kernel.for_driver(driver)
-        self.useFixture(fixtures.MonkeyPatch(
-            'cyborg_nova.virt.guest.GuestAcceleratorsMixin.__init__', init))
+        self.scrub_kernel = self.useFixture(scrubhost.ScrubKernel())
         super().setUp()
         # A test ends with the reset it held let go.
         self.addCleanup(self.scrub_kernel.gate.set)

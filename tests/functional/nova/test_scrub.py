@@ -16,7 +16,7 @@ Two computes from the ``crypto-nic-host`` profile, real Placement. A
 unit a guest gives up (delete, resize confirm and revert) is held by
 nova-compute, reserved in Placement, and reset through the privileged
 function (``privsep.pci._reset_function`` on the compute's tree, see
-:class:`~tests.functional.nova.base.ScrubKernel`) before anyone else
+:class:`~tests.scrubhost.ScrubKernel`) before anyone else
 can get it. The test holds the resets (``scrub_kernel.gate``) to look
 at the units while they are held.
 """

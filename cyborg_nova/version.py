@@ -18,8 +18,13 @@ version_info = pbr.version.VersionInfo('cyborg-nova')
 
 
 def version_string() -> str:
+    """The installed release: ``1.0.0``, or ``1.0.0.devN`` before its tag.
+
+    pbr's ``version_string`` would drop the ``.devN`` and print a
+    development build as the release it leads to.
+    """
     try:
-        return version_info.version_string()
+        return version_info.release_string()
     except Exception:
         # Running from a source tree that was never installed.
         return 'unknown'

@@ -113,6 +113,11 @@ def placement_part(args, work, tree, conf):
     try:
         print('Placement (openstack-placement, SQLite, noauth2) listens on '
               '%s' % endpoint)
+        print('The demo reports the host as nova-compute does with '
+              '[cyborg_nova] auto_ready = True (in %s): every discovered '
+              'device is offered at once. On a real host, without it, a '
+              'new device stays inactive and fully reserved until '
+              '"cyborg-nova device-set-state <address> ready".' % conf)
         run(sys.executable, '-W', 'ignore',
             os.path.join(HERE, 'report_host.py'), '--placement', endpoint,
             '--nodename', NODENAME, '--sysfs-root', tree,
@@ -172,8 +177,11 @@ def main():
     tree = os.path.join(work, 'sys')
     conf = os.path.join(work, 'nova.conf')
     with open(conf, 'w') as f:
+        # A demo trusts its sample devices; a real host does not, by
+        # default (see the note printed with the Placement part).
         f.write('[cyborg_nova]\n'
                 'enabled_drivers = %s\n'
+                'auto_ready = True\n'
                 % ENABLED +
                 '[cyborg_nic_sriov]\n'
                 'physical_device_mappings = physnet1:enp94s0f0\n')
@@ -201,6 +209,15 @@ def main():
     run('lspci', '-nn', check=False)
     placement_part(args, work, tree, conf)
     print('\nThe sample tree stays at %s for you to explore.' % tree)
+    print('\n== What next\n'
+          '  - The commands are in %s (cyborg-nova --help, and\n'
+          '    cyborg-nova help <command>).\n'
+          '  - To install on a compute node: doc/source/install.rst (build\n'
+          '    the release with tools/build-release.sh, install the wheel\n'
+          '    into the virtualenv that holds Nova, check the host with\n'
+          '    cyborg-nova config-check and cyborg-nova discover).\n'
+          '  - The whole documentation: tox -e docs, then\n'
+          '    doc/build/html/index.html.' % BIN)
 
 
 if __name__ == '__main__':

@@ -58,9 +58,11 @@ suite() {
     # A test that hangs fails after TEST_TIMEOUT seconds with every
     # thread's stack, and the run goes on; the suite as a whole stops
     # when the run's budget is spent.
+    # pytest's files go under the run's directory (a short path: tests
+    # put sockets there), removed at the end but for a failed suite's.
     timeout --kill-after=30 "$(left)" \
         "$python" -m pytest -q -rs -p no:cacheprovider -p no:warnings \
-        --timeout="${TEST_TIMEOUT:-900}" \
+        --timeout="${TEST_TIMEOUT:-900}" --basetemp="$reports/t/$name" \
         --junitxml="$reports/$name.xml" "$@" || rc=$?
     if [ $rc = 124 ] || [ $rc = 137 ]; then
         echo "$name: stopped, the run's budget of ${budget} s is spent"
@@ -197,6 +199,19 @@ xmls=()
 for name in "${jobs[@]}"; do xmls+=("$reports/$name.xml"); done
 "$venv/bin/python" tools/junit_summary.py "${strict[@]}" "${xmls[@]}" \
     || status=1
-rm -rf "$reports"
+# pytest's temporary files: kept for a suite that failed, to look at.
+kept=()
+for name in "${jobs[@]}"; do
+    if [ "$(cat "$reports/$name.rc" 2>/dev/null)" = 0 ]; then
+        rm -rf "$reports/t/$name"
+    elif [ -d "$reports/t/$name" ]; then
+        kept+=("$reports/t/$name")
+    fi
+done
+if [ ${#kept[@]} -gt 0 ]; then
+    echo "pytest's files of the failed suites are kept: ${kept[*]}"
+else
+    rm -rf "$reports"
+fi
 took "the whole run" 0
 exit $status

@@ -57,10 +57,20 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     pipq install pbr setuptools wheel "${args[@]}"
     echo "$want" > "$stamp"
 fi
-# A real (not editable) install, every time, so the installed commands run
-# this tree's code and Nova finds the nova.virt.cyborg_nova module (an
-# editable install does not place it).
-pipq install --no-deps --no-build-isolation --force-reinstall "$top"
+# A real (not editable) install, so that Nova finds the
+# nova.virt.cyborg_nova module (an editable install does not place it),
+# redone whenever the tree (or its commit, pbr's version) changed, so the
+# installed commands run this tree's code.
+project_stamp="$venv/.cyborg-nova-project"
+want_project=$("$top/tools/project-hash.sh")
+if [ "$(cat "$project_stamp" 2>/dev/null)" != "$want_project" ]; then
+    echo "Installing cyborg-nova from $top into $venv"
+    rm -f "$project_stamp"
+    pipq install --no-deps --no-build-isolation --force-reinstall "$top"
+    # setuptools' build tree, left in the source tree.
+    rm -rf "$top/build"
+    echo "$want_project" > "$project_stamp"
+fi
 if [ "$purpose" = test ]; then
     bash "$top/tools/install-udev-test-deps.sh" "$venv/bin/python"
     bash "$top/tools/install-libvirt-test-deps.sh" "$venv/bin/python"

@@ -12,8 +12,8 @@
 #
 # Idempotent: the pinned set is installed only when <venv-dir>/.nova-deps
 # (series, interpreter, pins and the flattened requirements) differs;
-# cyborg-nova itself is reinstalled only when <venv-dir>/.nova-project (a
-# hash of its sources) differs. It is installed NON-editable, so that the
+# cyborg-nova itself is reinstalled only when <venv-dir>/.nova-project
+# (tools/project-hash.sh) differs. It is installed NON-editable, so that the
 # shim module nova/virt/cyborg_nova.py lands in the venv's nova/virt (Nova
 # loads compute drivers only from there; an editable install does not put
 # it there). Keep the pins in step with [testenv:novaNN] in tox.ini.
@@ -112,13 +112,7 @@ if [ "$(cat "$deps_stamp" 2>/dev/null)" != "$want_deps" ]; then
 fi
 
 project_stamp="$venv/.nova-project"
-want_project=$(
-    cd "$top"
-    find cyborg_nova cyborg_drivers nova setup.cfg setup.py pyproject.toml \
-        requirements.txt -name __pycache__ -prune \
-        -o -type f ! -name '*.py[co]' -print0 \
-        | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum | cut -d' ' -f1
-)
+want_project=$("$top/tools/project-hash.sh")
 if [ "$(cat "$project_stamp" 2>/dev/null)" != "$want_project" ]; then
     echo "Installing cyborg-nova (non-editable) into $venv"
     rm -f "$project_stamp"

@@ -43,6 +43,14 @@ def test_demo_runs():
     assert 'demo-compute_accelerator_0000:5e:00.0' in listing
     assert ('flavor nic.physnet1 (resources:CUSTOM_NIC=1 '
             'trait:CUSTOM_PHYSNET1=required): 1 candidate(s)') in out
+    # It says that it trusts its devices, and where to go from here.
+    assert 'with [cyborg_nova] auto_ready = True (in ' in out
+    conf = out.split('auto_ready = True (in ', 1)[1].split(')', 1)[0]
+    with open(conf) as f:
+        assert 'auto_ready = True' in f.read()
+    nxt = out.split('== What next', 1)[1]
+    assert os.path.dirname(sys.executable) in nxt
+    assert 'doc/source/install.rst' in nxt
 
 
 def test_printed_openstack_lines_run_in_a_fresh_shell():

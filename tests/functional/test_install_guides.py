@@ -27,6 +27,7 @@ import configparser
 import glob
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -59,6 +60,18 @@ def blocks(text, language):
         found.append('\n'.join(line[4:] for line in
                                match.group(1).rstrip().splitlines()))
     return found
+
+
+def argv(line):
+    """A guide's command line as a shell would split it, globs expanded.
+
+    The guide's lines are plain: words, quotes and globs, nothing a
+    shell has to run.
+    """
+    words = []
+    for word in shlex.split(line):
+        words += sorted(glob.glob(word)) or [word] if '*' in word else [word]
+    return words
 
 
 def run(cmd, **kwargs):
@@ -147,7 +160,7 @@ def test_guide_commands_in_a_venv_that_holds_nova(release, nova_venv):
     for command in commands:
         command = command.replace('<nova venv>', str(nova_venv)).replace(
             'cyborg_nova-<version>-py3-none-any.whl', wheel)
-        proc = run(command, shell=True, cwd=str(release))
+        proc = run(argv(command), cwd=str(release))
         assert proc.returncode == 0, (command, proc.stdout, proc.stderr)
     # The last one printed the release's version.
     version = os.path.basename(wheel).split('-')[1]
@@ -197,7 +210,7 @@ def test_kolla_image_pip_line_and_config(release, nova_venv, tmp_path):
     command = run_line[0][4:].replace('/plugins/', str(tmp_path) + '/'
                                       + 'plugins/')
     command += ' --force-reinstall --no-deps'
-    proc = run(command, shell=True, env={
+    proc = run(argv(command), env={
         'PATH': str(nova_venv / 'bin') + os.pathsep + os.environ['PATH']})
     assert proc.returncode == 0, proc.stderr
     # The configuration kolla-ansible merges into nova.conf.

@@ -28,6 +28,7 @@ step.
 from __future__ import annotations
 
 import abc
+import dataclasses
 from typing import ClassVar, Iterable, Iterator
 
 from oslo_config import cfg
@@ -50,6 +51,23 @@ class UnitError(DriverError):
 
 #: The scrub step of every family: the kernel's reset of the function.
 SCRUB_FLR = 'flr'
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigProblem:
+    """What is wrong with one of a driver's options, for an operator.
+
+    See :meth:`AcceleratorDriver.check_options` and
+    :meth:`AcceleratorDriver.check_host`.
+    """
+
+    #: The option of the driver's group; None for the group as a whole.
+    option: str | None
+    #: What is wrong, for ``cyborg-nova config-check``'s line.
+    message: str
+    #: False: the driver cannot do what the option says (an error);
+    #: True: it can, but that is probably not what was meant.
+    warning: bool = False
 
 
 class PciOps:
@@ -187,6 +205,26 @@ class AcceleratorDriver(abc.ABC):
         tell "configured, found nothing" from "not configured".
         """
         return True
+
+    def check_options(self) -> list[ConfigProblem]:
+        """What is wrong with this driver's options, beyond their types.
+
+        oslo.config checks each value's type; a driver checks their form
+        and how they go together (``cyborg-nova config-check``, and
+        nova-compute and the agent at start). Reads no sysfs; nothing
+        by default.
+        """
+        return []
+
+    def check_host(self, sysfs_root: str) -> list[ConfigProblem]:
+        """What the options ask for that the host's sysfs does not offer.
+
+        Asked after :meth:`check_options` found no error and a discovery
+        under ``sysfs_root`` ran (the devices it found or left out are
+        reported apart); e.g. a type no device offers. Reads sysfs,
+        writes nothing; nothing by default.
+        """
+        return []
 
     @abc.abstractmethod
     def discover(self, snapshot: sysfs.PciSnapshot

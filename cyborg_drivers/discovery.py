@@ -101,12 +101,18 @@ class Discoverer:
                 accelerators = driver.discover(snapshot)
             except base.DriverError as exc:
                 errors[driver.name] = str(exc)
-                LOG.error('Driver %s found nothing: %s', driver.name, exc)
+                # Tagged: a command that reports the failure itself takes
+                # this line off its console (cyborg_nova.cmd.errors).
+                LOG.error('Driver %s found nothing: %s', driver.name, exc,
+                          extra={'driver_failure': (driver.name,
+                                                    errors[driver.name])})
                 continue
             except Exception as exc:
                 # A driver bug must not hide the other drivers' devices.
                 errors[driver.name] = 'internal error: %s' % exc
-                LOG.exception('Driver %s failed', driver.name)
+                LOG.exception('Driver %s failed', driver.name,
+                              extra={'driver_failure': (driver.name,
+                                                        errors[driver.name])})
                 continue
             for accelerator in accelerators:
                 accelerator = self._checked(driver, accelerator, snapshot)

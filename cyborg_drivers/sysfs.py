@@ -141,6 +141,8 @@ class PciSnapshot:
 
     def _scan(self, only: Iterable[str] | None,
               claims: Callable[[PciFunction], bool] | None) -> None:
+        if not self.root.strip():
+            raise NoSysfs(self.root, 'empty')
         if only is None:
             try:
                 names = os.listdir(self.devices_dir)
@@ -389,6 +391,12 @@ class NoSysfs(Exception):
     """The sysfs root has no PCI bus to read."""
 
     def __init__(self, root: str, reason: str) -> None:
-        super().__init__('%s is not a sysfs tree with a PCI bus '
-                         '(bus/pci/devices: %s)' % (root, reason))
+        if not root.strip():
+            # Read relative to the current directory otherwise.
+            message = ('the sysfs root is empty: set it to the directory '
+                       'sysfs is mounted at (/sys), or leave it unset')
+        else:
+            message = ('%s is not a sysfs tree with a PCI bus '
+                       '(bus/pci/devices: %s)' % (root, reason))
+        super().__init__(message)
         self.root = root

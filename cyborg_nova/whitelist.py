@@ -197,13 +197,16 @@ def driver_names(conf: cfg.ConfigOpts) -> list[str]:
     """The drivers nova-compute runs on this host.
 
     ``[cyborg_nova] enabled_drivers`` with the host's driver-install and
-    driver-uninstall choices applied; the state store is read only if it
-    exists (a read-only command must not create it).
+    driver-uninstall choices applied; the state store is opened
+    read-only, if it exists (neither whitelist command creates, migrates
+    or writes it).
     """
-    path = conf.cyborg_nova.state_path
-    if os.path.exists(path):
-        return lifecycle.effective_names(conf, state_store.StateStore(path))
-    return list(conf.cyborg_nova.enabled_drivers)
+    try:
+        store = state_store.StateStore(conf.cyborg_nova.state_path,
+                                       read_only=True)
+    except state_store.StoreMissing:
+        return list(conf.cyborg_nova.enabled_drivers)
+    return lifecycle.effective_names(conf, store)
 
 
 def managed_functions(conf: cfg.ConfigOpts, sysfs_root: str,

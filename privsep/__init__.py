@@ -17,7 +17,8 @@ the fewest capabilities its entrypoints need and a config section of its
 own (so an operator can run each daemon as another user, or with a
 ``helper_command`` of their own). The entrypoints live in one module per
 domain (:mod:`privsep.pci`, :mod:`privsep.mdev`, :mod:`privsep.qat`,
-:mod:`privsep.nova_conf`, :mod:`privsep.libvirt`) and are called by their
+:mod:`privsep.nova_conf`, :mod:`privsep.libvirt`, :mod:`privsep.net`) and
+are called by their
 full module path, so privileged calls stand out in the code that makes
 them.
 
@@ -68,6 +69,13 @@ libvirt_hotplug = priv_context.PrivContext(
     cfg_section=privsep_conf.LIBVIRT_SECTION,
     pypath=__name__ + '.libvirt_hotplug',
     capabilities=[caps.CAP_DAC_OVERRIDE, caps.CAP_DAC_READ_SEARCH],
+)
+
+net_admin = priv_context.PrivContext(
+    'privsep',
+    cfg_section=privsep_conf.NET_SECTION,
+    pypath=__name__ + '.net_admin',
+    capabilities=[caps.CAP_NET_ADMIN],
 )
 
 

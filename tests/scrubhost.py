@@ -23,6 +23,7 @@ harness.
 """
 
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -38,6 +39,7 @@ from cyborg_nova import conf as cn_conf
 from cyborg_nova import provider_devices
 from cyborg_nova import scrub
 from cyborg_nova import store as state_store
+from privsep import net as privsep_net
 from privsep import pci as privsep_pci
 
 NODE = 'cn1'
@@ -68,6 +70,21 @@ class TreeOps:
         self.resets.append(address)
         return privsep_pci._reset_function(self.root, address)
 
+    def reset_vf_settings(self, address):
+        return reset_vf_settings(self.root, address)
+
+
+def reset_vf_settings(root, address):
+    """privsep.net's VF reset on the tree ``root``, up to rtnetlink.
+
+    The PF's interface and the VF's index come from the tree by the
+    privileged code itself; a fake tree has no NIC to take the settings,
+    so each ``ip`` call is answered as a kernel that took it.
+    """
+    return privsep_net._reset_vf_settings(
+        root, address,
+        run=lambda argv: subprocess.CompletedProcess(argv, 0, '', ''))
+
 
 class ScrubKernel(fixtures.Fixture):
     """The scrub's privileged writes on the tree of each nova-compute.
@@ -84,6 +101,7 @@ class ScrubKernel(fixtures.Fixture):
     def __init__(self):
         super().__init__()
         self.resets = []
+        self.vf_resets = []
         self.gate = threading.Event()
         self.gate.set()
         self.failing = set()
@@ -113,6 +131,11 @@ class ScrubKernel(fixtures.Fixture):
                 root = driver._sysfs_root()
                 kernel.resets.append((root, address))
                 return privsep_pci._reset_function(root, address)
+
+            def reset_vf_settings(self, address):
+                root = driver._sysfs_root()
+                kernel.vf_resets.append((root, address))
+                return reset_vf_settings(root, address)
         return Ops()
 
 

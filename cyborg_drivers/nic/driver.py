@@ -43,6 +43,23 @@ CLASSES = {
 _CLAIMED = 'Intel Ethernet or Mellanox Ethernet, InfiniBand or VPI PF'
 
 
+#: The scrub step that resets a freed VF's settings on its PF.
+SCRUB_VF_SETTINGS = 'vf_settings'
+
+
+class VfOps:
+    """The privileged VF writes, through :mod:`privsep.net`.
+
+    Tests put an object with the same methods in its place.
+    """
+
+    def reset_vf_settings(self, address: str) -> dict[str, str]:
+        """:func:`privsep.net.reset_vf_settings`."""
+        # Imported here: loading the driver starts no privsep daemon.
+        import privsep.net
+        return privsep.net.reset_vf_settings(address)
+
+
 class NicSriovDriver(base.AcceleratorDriver):
     """Reports each configured SR-IOV NIC PF as one ``CUSTOM_NIC`` device.
 
@@ -86,6 +103,51 @@ ask for e.g. ``trait:CUSTOM_IPSEC=required``. ``<device>`` as in
 
     def is_configured(self) -> bool:
         return bool(self.options.physical_device_mappings)
+
+    def check_options(self) -> list[base.ConfigProblem]:
+        """Each mapping is ``<name>:<device>``; functions' PFs are mapped."""
+        problems = []
+        mapped = {}
+        for option in ('physical_device_mappings',
+                       'function_device_mappings'):
+            try:
+                mapped[option] = _mappings(getattr(self.options, option),
+                                           option)
+            except base.DriverError as exc:
+                problems.append(base.ConfigProblem(option, str(exc)))
+        physical = {d for d, _ in mapped.get('physical_device_mappings',
+                                             ())}
+        for device, function in mapped.get('function_device_mappings', ()):
+            if physical and device not in physical:
+                problems.append(base.ConfigProblem(
+                    'function_device_mappings',
+                    '%s:%s: %s is not in physical_device_mappings, so it '
+                    'is not reported and the function is not offered'
+                    % (function, device, device), warning=True))
+        return problems
+
+    #: A freed VF's settings on its PF first (they survive a reset of the
+    #: VF), then the reset itself.
+    SCRUB_STEPS = (SCRUB_VF_SETTINGS, base.SCRUB_FLR)
+
+    @classmethod
+    def unit_ops(cls) -> 'VfOps':
+        """The VF settings reset (:mod:`privsep.net`)."""
+        return VfOps()
+
+    def scrub(self, sysfs_root: str, accelerator: device_model.Accelerator,
+              unit: str, step: str, ops: object | None = None) -> str:
+        """Scrub step ``vf_settings``, or ``flr`` as every family.
+
+        ``vf_settings`` puts the VF's MAC, VLAN, QoS, spoof checking,
+        trust, rate limits and link state on its PF back to the kernel's
+        defaults.
+        """
+        if step != SCRUB_VF_SETTINGS:
+            return super().scrub(sysfs_root, accelerator, unit, step, ops)
+        done = (ops or VfOps()).reset_vf_settings(unit)
+        return 'settings of VF %s on its PF: %s' % (unit, ', '.join(
+            '%s %s' % kv for kv in sorted(done.items())))
 
     def offered(self, accelerator: device_model.Accelerator) -> list[str]:
         """The physical network its VFs reach, where one is mapped."""
@@ -186,7 +248,8 @@ def _mappings(entries: list[str], option: str) -> list[tuple[str, str]]:
         name, sep, device = entry.partition(':')
         if not sep or not name or not device:
             raise base.DriverError(
-                '[cyborg_nic_sriov] %s: %r is not <name>:<device>'
+                '[cyborg_nic_sriov] %s: %r is not <name>:<device> (e.g. '
+                'physnet1:ens1f0, or physnet1:0000:5e:00.0)'
                 % (option, entry))
         result.append((device.strip(), name.strip()))
     return result

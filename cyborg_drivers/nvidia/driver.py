@@ -15,6 +15,8 @@
 from __future__ import annotations
 
 import dataclasses
+import glob
+import os
 import re
 from typing import Iterable
 
@@ -34,6 +36,10 @@ VENDOR_NVIDIA = 0x10de
 GPU_SUBCLASSES = (0x0300, 0x0302)
 
 _PRODUCT_RE = re.compile(r'^10de:[0-9a-f]{4}$')
+#: The name of every mdev type an NVIDIA GPU offers: the kernel names a
+#: type ``<parent driver>-<type>``, and the types of NVIDIA's vGPU
+#: manager (driver ``nvidia``) are numbers.
+_MDEV_TYPE_RE = re.compile(r'^nvidia-[0-9]+$')
 
 FRAMEWORK, MDEV, VFIO = vgpu.FRAMEWORK, vgpu.MDEV, vgpu.VFIO
 
@@ -117,6 +123,31 @@ Related options:
         # Type names seen in a creatable list, for when every VF holds
         # the type and no list shows it any more.
         self._type_names: dict[tuple[str, int], str] = {}
+
+    def check_options(self) -> list[base.ConfigProblem]:
+        """mdev types are ``nvidia-<number>``; VFIO types ``<GPU>=<id>``."""
+        problems = []
+        for option, check in (('enabled_vgpu_types', check_mdev_types),
+                              ('vfio_vgpu_types', parse_vfio_types)):
+            try:
+                check(getattr(self.options, option), self.group_name())
+            except base.DriverError as exc:
+                problems.append(base.ConfigProblem(option, str(exc)))
+        return problems
+
+    def check_host(self, sysfs_root: str) -> list[base.ConfigProblem]:
+        """Each ``enabled_vgpu_types`` entry some device offers."""
+        wanted = self.options.enabled_vgpu_types
+        if not wanted:
+            return []
+        offered = {os.path.basename(path) for path in glob.glob(
+            os.path.join(glob.escape(sysfs_root), 'bus', 'pci', 'devices',
+                         '*', 'mdev_supported_types', '*'))}
+        return [base.ConfigProblem(
+            'enabled_vgpu_types', '%s is offered by no device under %s '
+            '(offered: %s)' % (t, sysfs_root,
+                               ', '.join(sorted(offered)) or 'none'),
+            warning=True) for t in wanted if t not in offered]
 
     def offered(self, accelerator: device_model.Accelerator) -> list[str]:
         """The vGPU type its units are, if it is split into vGPUs."""
@@ -354,6 +385,23 @@ def parse_vfio_types(entries: list[str], group: str) -> dict[str, int]:
                 % (group, entry))
         result[target] = int(type_id)
     return result
+
+
+def check_mdev_types(entries: list[str], group: str) -> None:
+    """Refuse an ``enabled_vgpu_types`` entry no NVIDIA GPU can offer.
+
+    Only the form is checked (``nvidia-<number>``, e.g. ``nvidia-222``);
+    whether a GPU of the host offers the type is for discovery to see.
+
+    :raises base.DriverError: the first entry of another form, naming
+        the option.
+    """
+    for entry in entries:
+        if not _MDEV_TYPE_RE.match(entry.strip()):
+            raise base.DriverError(
+                '[%s] enabled_vgpu_types: %r is not an NVIDIA mdev type '
+                '(nvidia-<number>, e.g. nvidia-222: a directory name under '
+                'a GPU\'s mdev_supported_types)' % (group, entry))
 
 
 def _type_list(types: dict[int, str]) -> str:

@@ -117,7 +117,8 @@ class Agent:
         self.conf = conf
         opts = conf.cyborg_agent
         self.nodename = opts.nodename
-        self.store = state_store.StateStore(conf.cyborg_nova.state_path)
+        self.store = state_store.StateStore(
+            conf.cyborg_nova.state_path, owner=conf.cyborg_nova.state_owner)
         self._driver_names = lifecycle.effective_names(conf, self.store)
         drivers = lifecycle.host_drivers(conf, self.store)
         self.notifier = notifications.Notifier(

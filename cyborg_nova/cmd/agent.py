@@ -30,10 +30,13 @@ from oslo_config import cfg
 from oslo_log import log as oslo_logging
 
 from cyborg_drivers import base
+from cyborg_drivers import loader
 from cyborg_nova.agent import service
+from cyborg_nova.cmd import errors
 from cyborg_nova.cmd import serving
 from cyborg_nova import conf as cn_conf
 from cyborg_nova.conf import agent as agent_conf
+from cyborg_nova import config_check
 from cyborg_nova import placement
 
 # The service's logger: the process's own lines keep the name they had
@@ -44,12 +47,17 @@ LOG = service.LOG
 def load_config(argv: list[str]) -> cfg.ConfigOpts:
     """A ConfigOpts with every option the agent reads, parsed from argv.
 
+    Every installed driver's options included, so that
+    :func:`~cyborg_nova.cmd.serving.read_config` checks their values at
+    start too.
+
     :raises oslo_config.cfg.Error: bad arguments or config file.
     """
     conf = cfg.ConfigOpts()
     cn_conf.register_opts(conf)
     agent_conf.register_opts(conf)
     placement.register_opts(conf)
+    loader.register_opts(conf, list(loader.installed().values()))
     oslo_logging.register_options(conf)
     # Logs to stderr by default: stdout carries the "listening" line.
     conf.set_default('use_stderr', True)
@@ -59,15 +67,24 @@ def load_config(argv: list[str]) -> cfg.ConfigOpts:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the agent until SIGTERM or SIGINT; the exit status."""
-    conf = load_config(sys.argv[1:] if argv is None else argv)
+    # A missing or malformed file, or a bad value: one line, status 2.
+    conf = serving.read_config(service.PROG, lambda: load_config(
+        sys.argv[1:] if argv is None else argv))
+    if conf is None:
+        return errors.CONFIG_ERROR
     oslo_logging.setup(conf, service.PROG)
+    # Once, before anything reads an option: what the files get wrong and
+    # oslo.config lets pass is logged, also when it stops the start below.
+    config_check.log_findings(conf, LOG)
     try:
         agent = service.Agent(conf)
-    except (base.DriverError, OSError, ks_exc.ClientException) as exc:
-        # Unknown drivers, an unwritable state store, or [placement]
-        # credentials that cannot be loaded: fencing is a safety
-        # function, so a broken [placement] is not silently ignored.
-        LOG.error('Cannot start: %s', exc)
+    except (base.DriverError, OSError, ks_exc.ClientException,
+            cfg.ConfigFileValueError) as exc:
+        # Unknown drivers, an unwritable state store, [placement]
+        # credentials that cannot be loaded (fencing is a safety
+        # function, so a broken [placement] is not silently ignored), or
+        # a value that does not parse.
+        LOG.error('Cannot start: %s', serving.start_error(conf, exc))
         return 1
     stopping = serving.on_signals(LOG)
     try:

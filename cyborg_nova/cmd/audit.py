@@ -208,7 +208,10 @@ class Audit(hostargs.HostCommand, lister.Lister):
         started = time.time()
         client = hostargs.placement_client(self.app, parsed_args)
         devices = node_providers(client, nodename)
-        store = hostargs.existing_store(conf)
+        # Only --fix writes: otherwise the store is only read (never
+        # created or migrated).
+        store = (hostargs.existing_store(conf) if parsed_args.fix
+                 else hostargs.read_store(conf))
         # Guests, then rows, then allocations: the reverse of the order
         # a build writes them in, so a guest built while this runs
         # never looks inconsistent.

@@ -22,6 +22,7 @@ from cliff import app
 from cliff import commandmanager
 from oslo_config import cfg
 
+from cyborg_nova.cmd import errors
 from cyborg_nova import conf as cn_conf
 from cyborg_nova import version
 
@@ -69,17 +70,30 @@ class CyborgNovaApp(app.App):
         return parser
 
     def initialize_app(self, argv) -> None:
-        self.conf = load_config(self.options.config_file)
+        # config-check reports every bad value itself, with the rest of
+        # what it finds, where any other command stops at the first.
+        self.conf = load_config(self.options.config_file,
+                                check=argv[:1] != ['config-check'])
 
 
-def load_config(files: list[str]) -> cfg.ConfigOpts:
-    """A fresh ConfigOpts with our options, read from ``files``."""
+def load_config(files: list[str], check: bool = True) -> cfg.ConfigOpts:
+    """A fresh ConfigOpts with our options, read from ``files``.
+
+    :param check: parse every value of our groups now.
+    :raises oslo_config.cfg.Error: a file is missing or malformed, or
+        (with ``check``) a value is not valid
+        (:class:`~cyborg_nova.cmd.errors.BadValue`: one line naming the
+        file, group, option and value).
+    """
     conf = cfg.ConfigOpts()
     cn_conf.register_opts(conf)
     if not files:
         files = cfg.find_config_files(project='nova', prog='nova-compute')
-    conf([], project='cyborg-nova', default_config_files=files)
-    return conf
+    try:
+        conf([], project='cyborg-nova', default_config_files=files)
+    except cfg.Error as exc:
+        raise errors.explained(exc) from exc
+    return errors.check_values(conf) if check else conf
 
 
 def main(argv: list[str] | None = None) -> int:

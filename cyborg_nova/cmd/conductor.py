@@ -30,8 +30,9 @@ import threading
 from oslo_config import cfg
 from oslo_log import log as logging
 
+from cyborg_nova.cmd import errors
+from cyborg_nova.cmd import serving
 from cyborg_nova.conductor import service
-from cyborg_nova.conf import api as api_conf
 from cyborg_nova.conf import conductor as conductor_conf
 from cyborg_nova import version
 
@@ -50,20 +51,17 @@ def parse_config(argv: list[str]) -> cfg.ConfigOpts:
     conductor_conf.register_opts(conf)
     conf(argv, project='cyborg-nova', prog=service.NAME,
          version=version.version_string())
-    # oslo.config checks values when they are read: read ours now, so a
-    # bad value is a start-up error, not a failure deep in a request.
-    for opt in api_conf.API_OPTS + conductor_conf.OPTS:
-        getattr(conf[conductor_conf.GROUP.name], opt.dest)
-    return conf
+    # oslo.config checks values when they are read: read them all now, so
+    # a bad value is a start-up error, not a failure deep in a request.
+    return errors.check_values(conf)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the service until SIGTERM/SIGINT; the exit status."""
-    try:
-        conf = parse_config(sys.argv[1:] if argv is None else argv)
-    except cfg.Error as exc:
-        print('%s: %s' % (service.NAME, exc), file=sys.stderr)
-        return 2
+    conf = serving.read_config(service.NAME, lambda: parse_config(
+        sys.argv[1:] if argv is None else argv))
+    if conf is None:
+        return errors.CONFIG_ERROR
     logging.setup(conf, service.NAME)
     conf.log_opt_values(LOG, py_logging.DEBUG)
     try:

@@ -20,6 +20,7 @@ from cliff import lister
 from cliff import show
 
 from cyborg_nova.cmd import columns
+from cyborg_nova.cmd import errors
 from cyborg_nova.cmd import hostargs
 from cyborg_nova import health
 from cyborg_nova import lifecycle
@@ -44,6 +45,10 @@ def _hold_line(hold):
         ' (%s)' % hold.reason if hold.reason else '')
 
 
+_LIST_COLUMNS = ('address', 'driver', 'state', 'reason', 'present',
+                 'reserved', 'problems', 'provider_uuid', 'held_units')
+
+
 class DeviceList(hostargs.HostCommand, lister.Lister):
     """List this host's accelerators with their lifecycle state.
 
@@ -52,7 +57,7 @@ class DeviceList(hostargs.HostCommand, lister.Lister):
     whether its provider is held back from scheduling, as nova-compute
     computes it; "held_units" how many of its units a guest freed are
     held back, scrubbing or waiting for the operator (device-show lists
-    them).
+    them). Reads the store without creating or migrating it.
     """
 
     def get_parser(self, prog_name):
@@ -62,11 +67,23 @@ class DeviceList(hostargs.HostCommand, lister.Lister):
 
     def take_action(self, parsed_args):
         conf = hostargs.conf(self.app)
-        store = hostargs.store(conf)
+        store = hostargs.read_store(conf)
+        if store is None:
+            self.app.stderr.write('no devices recorded: %s\n'
+                                  % hostargs.missing_store(conf))
+            return _LIST_COLUMNS, []
+        nodename = parsed_args.nodename
+        recorded = store.devices(nodename)
+        if not recorded:
+            # Another host's name, or a mistyped one: say which it knows.
+            errors.require_host(conf, store, nodename)
+            self.app.stderr.write(
+                'no devices recorded for host %s: the list is empty '
+                '(nova-compute records them at its updates)\n' % nodename)
+            return _LIST_COLUMNS, []
         found = _found(conf, store)
         rows = []
-        nodename = parsed_args.nodename
-        for address, row in sorted(store.devices(nodename).items()):
+        for address, row in sorted(recorded.items()):
             accelerator = found.get(address)
             rows.append((
                 address, row.driver, row.state, row.reason or '',
@@ -76,9 +93,7 @@ class DeviceList(hostargs.HostCommand, lister.Lister):
                                    if accelerator else []),
                 providers.provider_uuid(nodename, address),
                 len(_holds(store, nodename, address))))
-        return (('address', 'driver', 'state', 'reason', 'present',
-                 'reserved', 'problems', 'provider_uuid', 'held_units'),
-                rows)
+        return _LIST_COLUMNS, rows
 
 
 class DeviceShow(hostargs.HostCommand, show.ShowOne):
@@ -88,7 +103,8 @@ class DeviceShow(hostargs.HostCommand, show.ShowOne):
     says whether nova-compute holds the provider back from scheduling; a
     device whose programming failed shows state "failed", the job in
     "reason" and "last_program" (its provider also carries the
-    CUSTOM_FPGA_PROGRAMMING_FAILED trait).
+    CUSTOM_FPGA_PROGRAMMING_FAILED trait). Reads the store without
+    creating or migrating it.
     """
 
     def get_parser(self, prog_name):
@@ -101,13 +117,16 @@ class DeviceShow(hostargs.HostCommand, show.ShowOne):
         from cyborg_nova import programming
 
         conf = hostargs.conf(self.app)
-        store = hostargs.store(conf)
+        store = hostargs.read_store(conf)
         nodename, address = parsed_args.nodename, parsed_args.address
+        if store is None:
+            raise lifecycle.LifecycleError('no device %s on %s: %s' % (
+                address, nodename, hostargs.missing_store(conf)))
         row = store.devices(nodename).get(address)
         if row is None:
-            raise lifecycle.LifecycleError(
-                'no device %s on %s; see "cyborg-nova device-list"'
-                % (address, nodename))
+            raise lifecycle.LifecycleError('no device %s on %s; %s' % (
+                address, nodename, errors.host_hint(conf, store, nodename)
+                or 'see "cyborg-nova device-list"'))
         accelerator = _found(conf, store).get(address)
         jobs = programming.Journal(store).jobs(nodename, address, 1)
         last = ('%s %s (%s)%s' % (jobs[0].id, jobs[0].status, jobs[0].step,
@@ -195,8 +214,9 @@ class DeviceSetState(hostargs.HostCommand, command.Command):
             store.set_state(parsed_args.nodename, parsed_args.address,
                             parsed_args.state, parsed_args.reason)
         except KeyError:
-            raise lifecycle.LifecycleError(
-                'no device %s on %s; see "cyborg-nova device-list"'
-                % (parsed_args.address, parsed_args.nodename))
+            raise lifecycle.LifecycleError('no device %s on %s; %s' % (
+                parsed_args.address, parsed_args.nodename,
+                errors.host_hint(conf, store, parsed_args.nodename)
+                or 'see "cyborg-nova device-list"'))
         self.app.stdout.write('%s is now %s\n' % (parsed_args.address,
                                                   parsed_args.state))

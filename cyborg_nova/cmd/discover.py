@@ -21,6 +21,7 @@ from cyborg_drivers import aer
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
 from cyborg_nova.cmd import columns
+from cyborg_nova.cmd import config_check
 from cyborg_nova.cmd import hostargs
 from cyborg_nova import lifecycle
 
@@ -50,7 +51,9 @@ class Discover(hostargs.HostCommand, lister.Lister):
     Runs the drivers over one snapshot of <sysfs-root>/bus/pci and prints
     one row per accelerator: a whole device, or a PF whose VFs are its
     units. Devices that cannot be read are skipped with a warning on
-    stderr; nothing is written anywhere. With --long, "aer" shows the
+    stderr; nothing is written anywhere. A driver that fails (e.g. it
+    rejects its options) is reported once on stderr, after the other
+    drivers' rows, and the exit status is 1. With --long, "aer" shows the
     PCIe AER error counts of each of its PCI functions (unknown where
     they cannot be read) and "aer_effect" the effect they had, as the
     host's state store records it for --nodename.
@@ -59,7 +62,7 @@ class Discover(hostargs.HostCommand, lister.Lister):
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         parser.add_argument(
-            '--sysfs-root', metavar='DIR',
+            '--sysfs-root', metavar='DIR', type=config_check.nonempty,
             help='Read sysfs from DIR instead of [cyborg_nova] sysfs_root '
                  '(default /sys); e.g. a tree built from a host profile.')
         which = parser.add_mutually_exclusive_group()
@@ -83,7 +86,7 @@ class Discover(hostargs.HostCommand, lister.Lister):
         conf = hostargs.conf(self.app)
         if parsed_args.enabled:
             names = lifecycle.effective_names(
-                conf, hostargs.existing_store(conf))
+                conf, hostargs.read_store(conf))
         else:
             names = parsed_args.drivers or loader.default_names()
         drivers = loader.load(conf, names)
@@ -94,13 +97,14 @@ class Discover(hostargs.HostCommand, lister.Lister):
             if not driver.is_configured():
                 warn('warning: driver %s reports nothing until [%s] is '
                      'configured\n' % (driver.name, driver.group_name()))
-        for name, error in sorted(result.driver_errors.items()):
-            warn('warning: driver %s: %s\n' % (name, error))
-        if not result.accelerators:
+        # A driver that failed is reported once, after the rows, and
+        # makes the status 1 (hostargs.HostCommand).
+        ran = [n for n in names if n not in result.driver_errors]
+        if not result.accelerators and ran:
             warn('no accelerators found under %s by %s\n'
-                 % (root, ', '.join(names)))
+                 % (root, ', '.join(ran)))
         wanted = LONG_COLUMNS if parsed_args.long else COLUMNS
-        store = hostargs.existing_store(conf) if parsed_args.long else None
+        store = hostargs.read_store(conf) if parsed_args.long else None
         effects = (store.aer.effects(parsed_args.nodename)
                    if store is not None else {})
         rows = []

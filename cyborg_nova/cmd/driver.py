@@ -37,6 +37,8 @@ from oslo_log import log as oslo_logging
 from cyborg_drivers import base
 from cyborg_drivers import loader
 from cyborg_drivers import sysfs
+from cyborg_nova.cmd import config_check
+from cyborg_nova.cmd import errors
 from cyborg_nova.cmd import serving
 from cyborg_nova import conf as cn_conf
 from cyborg_nova.remote_driver import service
@@ -73,7 +75,7 @@ def parser() -> argparse.ArgumentParser:
         help='A nova.conf-style file with [cyborg_nova] sysfs_root and '
              'the driver\'s own options; repeat for more.')
     parser.add_argument(
-        '--sysfs-root', metavar='DIR',
+        '--sysfs-root', metavar='DIR', type=config_check.nonempty,
         help='Read sysfs from DIR instead of [cyborg_nova] sysfs_root.')
     parser.add_argument(
         '--nodename', default=socket.gethostname(),
@@ -96,16 +98,17 @@ def parser() -> argparse.ArgumentParser:
              'NIC, GENERIC). Default: that of the devices found.')
     parser.add_argument('--debug', action='store_true',
                         help='Log at debug level.')
-    return parser
+    return errors.one_line_usage(parser)
 
 
 def load_config(files: list[str], debug: bool) -> cfg.ConfigOpts:
-    """The options of ``files``.
+    """The options of ``files``, every installed driver's included.
 
     :raises oslo_config.cfg.Error: a file is missing or malformed.
     """
     conf = cfg.ConfigOpts()
     cn_conf.register_opts(conf)
+    loader.register_opts(conf, list(loader.installed().values()))
     oslo_logging.register_options(conf)
     conf.set_default('use_stderr', True)
     conf(['--config-file=%s' % f for f in files], project='cyborg-nova',
@@ -121,11 +124,10 @@ def main(argv: list[str] | None = None) -> int:
         print('%s: error: the agent\'s token is needed: --agent-token, or '
               '$%s' % (service.PROG, TOKEN_ENV), file=sys.stderr)
         return 2
-    try:
-        conf = load_config(args.config_file, args.debug)
-    except cfg.Error as exc:
-        print('%s: error: %s' % (service.PROG, exc), file=sys.stderr)
-        return 2
+    conf = serving.read_config(service.PROG, lambda: load_config(
+        args.config_file, args.debug))
+    if conf is None:
+        return errors.CONFIG_ERROR
     oslo_logging.setup(conf, service.PROG)
     settings = service.Settings(
         driver=args.driver, agent_url=args.agent_url,
@@ -137,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         driver = service.DriverService(conf, settings)
         driver.start()
     except (base.DriverError, ValueError, OSError, sysfs.NoSysfs) as exc:
-        LOG.error('Cannot start: %s', exc)
+        LOG.error('Cannot start: %s', serving.start_error(conf, exc))
         return 1
     stopping = serving.on_signals(LOG)
     return serving.serve(LOG, driver.server.url, stopping, driver.stop)

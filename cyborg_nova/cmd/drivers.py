@@ -36,7 +36,7 @@ class DriverList(hostargs.HostCommand, lister.Lister):
         # What nova-compute runs: the configuration with this host's
         # driver-install / driver-uninstall choices applied.
         enabled = lifecycle.effective_names(
-            conf, hostargs.existing_store(conf))
+            conf, hostargs.read_store(conf))
         rows = []
         for name, cls in loader.installed().items():
             rows.append((name, name in enabled, cls.needs_config,

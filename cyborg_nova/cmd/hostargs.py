@@ -12,22 +12,24 @@
 
 """Arguments and objects shared by the commands that act on one host."""
 
-import os
 import socket
 
 from oslo_config import cfg
 
+from cyborg_nova.cmd import errors
 from cyborg_nova import placement
 # In the library (the agent starts privsep too); the commands call it here.
 from cyborg_nova import store as state_store
 
 
-class HostCommand:
+class HostCommand(errors.CommandOutcome):
     """Mixin of every operator command: it acts on this host alone.
 
     ``openstack`` (osc-lib) logs in to Keystone before a command unless
     the command says ``auth_required = False``; these need no cloud
-    login, and those that talk to Placement log in on their own.
+    login, and those that talk to Placement log in on their own. How a
+    command ends (exit status, one-line errors) is
+    :class:`~cyborg_nova.cmd.errors.CommandOutcome`'s.
     """
 
     auth_required = False
@@ -52,13 +54,40 @@ def add_nodename(parser):
 
 
 def store(conf) -> state_store.StateStore:
-    return state_store.StateStore(conf.cyborg_nova.state_path)
+    """The host's store, for a command that writes it.
+
+    Created if missing (run as root: given to ``[cyborg_nova]
+    state_owner``) and migrated.
+    """
+    return state_store.StateStore(conf.cyborg_nova.state_path,
+                                  owner=conf.cyborg_nova.state_owner)
+
+
+def read_store(conf) -> state_store.StateStore | None:
+    """The host's store opened read-only; None if there is none yet.
+
+    For the commands that only read: nothing is created or migrated.
+
+    :raises state_store.StoreTooOld: the store is not migrated yet.
+    :raises state_store.StorePermissionError: this user cannot read it.
+    """
+    try:
+        return state_store.StateStore(conf.cyborg_nova.state_path,
+                                      read_only=True)
+    except state_store.StoreMissing:
+        return None
 
 
 def existing_store(conf) -> state_store.StateStore | None:
-    """The host's store, if any: read-only commands never create it."""
+    """The host's store for writing, if any; never created here."""
     path = conf.cyborg_nova.state_path
-    return state_store.StateStore(path) if os.path.exists(path) else None
+    return store(conf) if state_store.exists(path) else None
+
+
+def missing_store(conf) -> str:
+    """What a reading command says when the host has no store yet."""
+    return ('the state store %s does not exist yet (nova-compute creates '
+            'it at its first update)' % conf.cyborg_nova.state_path)
 
 
 def placement_client(app, parsed_args):

@@ -19,10 +19,23 @@ aliases (:mod:`cyborg_nova.cmd.deprecated`).
 
 from cliff import command
 
+from cyborg_drivers import loader
 from cyborg_nova.cmd import hostargs
 from cyborg_nova import lifecycle
 from cyborg_nova import placement
 from cyborg_nova import privileged
+
+
+def known_driver(name: str) -> str:
+    """``name``, checked first: before the store or Placement is touched.
+
+    :raises loader.UnknownDriver: no installed driver has that name (the
+        message lists those that are).
+    """
+    installed = loader.installed()
+    if name not in installed:
+        raise loader.UnknownDriver(name, list(installed))
+    return name
 
 
 class DriverInstall(hostargs.HostCommand, command.Command):
@@ -42,6 +55,7 @@ class DriverInstall(hostargs.HostCommand, command.Command):
         return parser
 
     def take_action(self, parsed_args):
+        known_driver(parsed_args.driver)
         conf = hostargs.conf(self.app)
         done = lifecycle.install(conf, hostargs.store(conf),
                                  parsed_args.nodename, parsed_args.driver)
@@ -70,6 +84,7 @@ class DriverUninstall(hostargs.HostCommand, command.Command):
         return parser
 
     def take_action(self, parsed_args):
+        known_driver(parsed_args.driver)
         conf = hostargs.conf(self.app)
         client = hostargs.placement_client(self.app, parsed_args)
         done = lifecycle.uninstall(
@@ -120,6 +135,7 @@ class DriverUpdate(hostargs.HostCommand, command.Command):
         return parser
 
     def take_action(self, parsed_args):
+        known_driver(parsed_args.driver)
         conf = hostargs.conf(self.app)
         if parsed_args.qat_services is not None:
             return self._services(conf, parsed_args)

@@ -76,6 +76,10 @@ class Program(hostargs.HostCommand, lister.Lister):
     failed (with --all-free-in-host, devices in use are skipped).
     """
 
+    # Another driver failing to discover is said (a warning), but the
+    # status is the programming's.
+    driver_failures_fail = False
+
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         which = parser.add_mutually_exclusive_group(required=True)
@@ -133,11 +137,8 @@ class Program(hostargs.HostCommand, lister.Lister):
             if isinstance(result, programming.Refused) or (
                     result.status != programming.SUCCEEDED):
                 self.failed = True
+        # The exit status is then 1 (hostargs.HostCommand).
         return _COLUMNS, sorted(rows)
-
-    def run(self, parsed_args):
-        status = super().run(parsed_args)
-        return 1 if getattr(self, 'failed', False) else status
 
 
 class ProgramShow(hostargs.HostCommand, show.ShowOne):
@@ -149,9 +150,13 @@ class ProgramShow(hostargs.HostCommand, show.ShowOne):
         return parser
 
     def take_action(self, parsed_args):
-        journal = programming.Journal(
-            hostargs.store(hostargs.conf(self.app)))
-        job = journal.get(parsed_args.job)
+        conf = hostargs.conf(self.app)
+        store = hostargs.read_store(conf)
+        if store is None:
+            raise lifecycle.LifecycleError(
+                'no programming job %s on this host: %s'
+                % (parsed_args.job, hostargs.missing_store(conf)))
+        job = programming.Journal(store).get(parsed_args.job)
         if job is None:
             raise lifecycle.LifecycleError('no programming job %s on this '
                                            'host' % parsed_args.job)

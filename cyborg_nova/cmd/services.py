@@ -28,6 +28,7 @@ from cliff import lister
 
 from cyborg_drivers import sysfs
 from cyborg_nova.cmd import columns
+from cyborg_nova.cmd import errors
 from cyborg_nova.cmd import hostargs
 from cyborg_nova.conf import agent as agent_conf
 from cyborg_nova import lifecycle
@@ -114,6 +115,11 @@ class AgentList(hostargs.HostCommand, lister.Lister):
                          agent['state'], agent['last_seen'],
                          columns.ListColumn(names),
                          known.get('error') or ''))
+        if not rows:
+            self.app.stderr.write(
+                'no agents registered with the conductor-lite: the list is '
+                'empty (an agent registers when it starts with '
+                '[cyborg_agent] conductor_url set)\n')
         return (('host', 'endpoint', 'status', 'state', 'last_heartbeat',
                  'drivers', 'error'), rows)
 
@@ -155,12 +161,9 @@ class DiscoverServices(hostargs.HostCommand, lister.Lister):
             rows = [(row['host'], row['devices'], row['error'] or '')
                     for row in conductor_call(self.app, parsed_args, 'POST',
                                               '/services')['agents']]
+        # The exit status is then 1 (hostargs.HostCommand).
         self.failed = any(error for _, _, error in rows)
         return ('host', 'devices', 'error'), rows
-
-    def run(self, parsed_args):
-        status = super().run(parsed_args)
-        return 1 if getattr(self, 'failed', False) else status
 
 
 class ServiceList(hostargs.HostCommand, lister.Lister):
@@ -181,18 +184,24 @@ class ServiceList(hostargs.HostCommand, lister.Lister):
 
     def take_action(self, parsed_args):
         conf = hostargs.conf(self.app)
-        store = hostargs.store(conf)
-        stored = store.services.of_node(parsed_args.nodename)
+        store = hostargs.read_store(conf)
+        stored = (store.services.of_node(parsed_args.nodename)
+                  if store is not None else [])
         if stored:
             found = [(o, _when(o.discovered_at)) for o in stored]
         else:
-            self.app.stderr.write(
-                'no services discovered yet on %s (see "cyborg-nova '
-                'discover-services"): what the drivers find now\n'
-                % parsed_args.nodename)
+            # Another host's name, or a mistyped one: say which it knows.
+            errors.require_host(conf, store, parsed_args.nodename)
             accelerators = lifecycle.host_accelerators(
                 conf, store).accelerators
             found = [(o, '') for o in services.rows(accelerators, 0.0)]
+            self.app.stderr.write(
+                'no services discovered yet on %s (see "cyborg-nova '
+                'discover-services"): %s\n' % (
+                    parsed_args.nodename,
+                    'what the drivers find now' if found else
+                    'the drivers find no accelerator now either; the list '
+                    'is empty'))
         return (('address', 'driver', 'services', 'traits',
                  'discovered_at'),
                 [(o.address, o.driver, columns.ListColumn(o.services),

@@ -10,14 +10,47 @@
 #    License for the specific language governing permissions and limitations
 #    under the License.
 
-"""What every service process does around its service: signals, waiting."""
+"""What every service process does around its service: config, signals."""
 
 from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 from typing import Callable
+
+from oslo_config import cfg
+
+from cyborg_nova.cmd import errors
+
+
+def read_config(prog: str, load: Callable[[], cfg.ConfigOpts]
+                ) -> cfg.ConfigOpts | None:
+    """``load()``'s config, every option it registered read; or None.
+
+    None when a config file is missing or malformed or a value is not
+    valid: one line on stderr said so (``<prog>: error: ...``, naming
+    the file, group, option and value of a bad value), and the service
+    exits with :data:`~cyborg_nova.cmd.errors.CONFIG_ERROR`.
+    """
+    try:
+        return errors.check_values(load())
+    except cfg.Error as exc:
+        print('%s: error: %s' % (prog, errors.explained(exc)),
+              file=sys.stderr)
+        return None
+
+
+def start_error(conf: cfg.ConfigOpts, exc: Exception) -> Exception:
+    """What to log of ``exc``, raised while a service starts.
+
+    A value oslo.config could not take, read only now (an option
+    registered after :func:`read_config`), is named as there.
+    """
+    if isinstance(exc, cfg.ConfigSourceValueError):
+        return errors.described(conf, exc)
+    return exc
 
 
 def on_signals(log: logging.Logger) -> threading.Event:

@@ -56,5 +56,9 @@ class Tree(hostargs.HostCommand, lister.Lister):
                 columns.InventoryColumn(inventory),
                 columns.ListColumn(rp['traits']),
             ))
+        if not rows:
+            self.app.stderr.write(
+                'no resource providers in Placement: the tree is empty '
+                '(nova-compute creates them at its first update)\n')
         return (('name', 'uuid', 'parent_provider_uuid', 'inventory',
                  'traits'), rows)

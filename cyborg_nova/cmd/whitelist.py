@@ -47,21 +47,22 @@ class WhitelistShow(hostargs.HostCommand, lister.Lister):
     functions as Nova would. "conflicts" lists the functions an entry
     matches that cyborg-nova manages (the accelerators of the drivers
     nova-compute runs, and their units); each conflict is also reported
-    on stderr. Writes nothing.
+    on stderr. Writes nothing. A driver that finds nothing (its devices
+    are then not checked) is reported on stderr and the exit status is 1.
     """
+
+    driver_failure_note = '; its devices are not checked'
 
     def take_action(self, parsed_args):
         conf = hostargs.conf(self.app)
         root = conf.cyborg_nova.sysfs_root
         entries = whitelist.read_device_spec(nova_parser(),
                                              whitelist.config_files(conf))
-        managed, errors = whitelist.managed_functions(
+        # A driver that finds nothing is reported by HostCommand, once.
+        managed, _ = whitelist.managed_functions(
             conf, root, whitelist.driver_names(conf))
         host = whitelist.host_functions(root)
         warn = self.app.stderr.write
-        for name, error in sorted(errors.items()):
-            warn('warning: driver %s found nothing (%s); its devices are '
-                 'not checked\n' % (name, error))
         rows = []
         for entry in entries:
             clashes = whitelist.conflicts([entry], managed)
@@ -72,6 +73,10 @@ class WhitelistShow(hostargs.HostCommand, lister.Lister):
                 columns.ListColumn([f.address for f in host
                                     if entry.matches(f)]),
                 columns.ListColumn([c.function.address for c in clashes])))
+        if not entries:
+            warn('no [pci] device_spec entries in %s: the list is empty\n'
+                 % (', '.join(whitelist.config_files(conf))
+                    or 'the configuration read'))
         return ('source', 'entry', 'matches', 'conflicts'), rows
 
 

@@ -72,6 +72,31 @@ The host's accelerator state store (SQLite, WAL mode).
 Holds each device's lifecycle state (inactive, ready, unhealthy, held...),
 shared by nova-compute, the agent and the CLI on this host. Its directory
 must be writable by the nova user.
+
+Related options:
+
+* ``state_owner`` (who owns it when a command run as root creates it)
+"""),
+    cfg.StrOpt(
+        'state_owner',
+        default='',
+        help="""
+The user that owns the state store's files: the user nova-compute runs as.
+
+When a ``cyborg-nova`` command that writes the store (or the agent) runs
+as root and creates the store's directory or file, it gives them to this
+user and that user's primary group, and logs one line saying so; the
+``-wal`` and ``-shm`` files SQLite creates beside the store get the
+store's owner. Files that already exist are never given away. Empty (the
+default): the owner of the store's directory, if that directory already
+exists; otherwise the user running the command (root), and nova-compute
+cannot open the store until it is given to its user. Ignored when not
+run as root. Commands that only read the store (``device-list``,
+``device-show`` and the like) never create or change anything.
+
+Related options:
+
+* ``state_path``
 """),
     cfg.StrOpt(
         'bitstream_dir',

@@ -20,7 +20,8 @@ owns the schema, its migrations and every SQL statement run against it;
 the rest of the project calls its table API.
 
 * :mod:`.database`: opening the store (the file created 0600, WAL mode,
-  the schema migrated), one connection per operation, and
+  the schema migrated; or read-only, creating and migrating nothing),
+  who owns what it creates, one connection per operation, and
   :meth:`~.database.Database.keep_open`;
 * :mod:`.migrations`: the numbered schema steps, recorded in ``PRAGMA
   user_version`` (why not alembic: there, and in
@@ -41,6 +42,11 @@ The conductor-lite's own database (:mod:`cyborg_nova.conductor.db`, on
 oslo.db) is another matter, not this store.
 """
 
+from cyborg_nova.store.database import exists
+from cyborg_nova.store.database import StoreMissing
+from cyborg_nova.store.database import StoreOwnerError
+from cyborg_nova.store.database import StorePermissionError
+from cyborg_nova.store.database import StoreReadOnly
 from cyborg_nova.store.devices import DeviceState
 from cyborg_nova.store.devices import FAILED
 from cyborg_nova.store.devices import HELD
@@ -53,9 +59,11 @@ from cyborg_nova.store.devices import STATES
 from cyborg_nova.store.devices import StateStore
 from cyborg_nova.store.devices import UNHEALTHY
 from cyborg_nova.store.migrations import StoreTooNew
+from cyborg_nova.store.migrations import StoreTooOld
 
 __all__ = [
     'DeviceState',
+    'exists',
     'FAILED',
     'HELD',
     'identity_of',
@@ -65,6 +73,11 @@ __all__ = [
     'READY',
     'STATES',
     'StateStore',
+    'StoreMissing',
+    'StoreOwnerError',
+    'StorePermissionError',
+    'StoreReadOnly',
     'StoreTooNew',
+    'StoreTooOld',
     'UNHEALTHY',
 ]

@@ -76,12 +76,20 @@ def identity_of(accelerator) -> str:
 class StateStore(database.Database):
     """The host's state store at ``path``.
 
+    ``read_only``: open it without creating, migrating or writing
+    anything; ``owner``: who gets what the opening creates when run as
+    root (see :class:`~cyborg_nova.store.database.Database`).
+
+    :raises StoreMissing: read-only, and there is no store yet.
+    :raises StorePermissionError: this user may not read or write it.
     :raises OSError: the directory or the file cannot be created.
     :raises StoreTooNew: the store was written by a later release.
+    :raises StoreTooOld: read-only, and the store is not migrated yet.
     """
 
-    def __init__(self, path: str) -> None:
-        super().__init__(path)
+    def __init__(self, path: str, *, read_only: bool = False,
+                 owner: str | None = None) -> None:
+        super().__init__(path, read_only=read_only, owner=owner)
         #: Which PCI functions serve which Placement allocation.
         self.units = units.UnitTable(self)
         #: The programming journal's jobs and steps.
@@ -111,6 +119,17 @@ class StateStore(database.Database):
                 'WHERE nodename = ?' % self._COLUMNS,
                 (nodename,)).fetchall()
         return {r[0]: self._row(r) for r in rows}
+
+    def nodenames(self) -> list[str]:
+        """The nodes that have devices recorded here, sorted.
+
+        One host's store normally holds one node; more when the hostname
+        changed or an agent names the host differently.
+        """
+        with self._connect() as db:
+            rows = db.execute('SELECT DISTINCT nodename FROM devices '
+                              'ORDER BY nodename').fetchall()
+        return [r[0] for r in rows]
 
     def sync(self, nodename: str, accelerators: Iterable,
              initial_state: str) -> dict[str, DeviceState]:

@@ -43,6 +43,11 @@ appended with the next number; a released step is never edited.
 A store whose version is newer than :data:`LATEST` was written by a
 later release: it is refused (:class:`StoreTooNew`) and left untouched,
 as a downgrade is not supported.
+
+A store opened read-only (the ``cyborg-nova`` commands that only read)
+is never migrated: one older than :data:`LATEST` is refused
+(:class:`StoreTooOld`) and left for nova-compute, or a command that
+writes the store, to migrate.
 """
 
 from __future__ import annotations
@@ -54,6 +59,14 @@ from typing import Callable, Sequence
 
 class StoreTooNew(RuntimeError):
     """The store's schema is newer than this code knows (a downgrade)."""
+
+
+class StoreTooOld(RuntimeError):
+    """A store opened read-only has a schema older than this code reads.
+
+    Only an opening that may write migrates (see :func:`upgrade`); a
+    read-only one leaves the store as it is and says who will.
+    """
 
 
 @dataclasses.dataclass(frozen=True)
@@ -319,6 +332,28 @@ def refuse_newer(db: sqlite3.Connection, path: str,
             'back is not supported (upgrade cyborg-nova on this host '
             'again, or restore the store saved before the upgrade); the '
             'store was left as it is' % (path, found, latest))
+    return found
+
+
+def require_current(db: sqlite3.Connection, path: str,
+                    steps: Sequence[Migration] = MIGRATIONS) -> int:
+    """The store's version, if it is the one this code reads.
+
+    For read-only openings, which never migrate.
+
+    :raises StoreTooNew: the store was written by a later release.
+    :raises StoreTooOld: the store has not been migrated yet.
+    """
+    found = refuse_newer(db, path, steps)
+    latest = steps[-1].number
+    if found < latest:
+        raise StoreTooOld(
+            'the state store %s has schema version %d, older than the %d '
+            'this cyborg-nova reads, and this command only reads: it does '
+            'not migrate it; nova-compute (restarted after the upgrade) '
+            'migrates it when it next opens it, as does any cyborg-nova '
+            'command that writes the store; the store was left as it is'
+            % (path, found, latest))
     return found
 
 

@@ -16,7 +16,8 @@ Mixed in front of a concrete Nova driver class, it extends
 ``update_provider_tree``: the wrapped driver reports the compute node as
 always, then the accelerators are added as its children. Its
 ``init_host`` writes back the VF counts a host reboot reset (see
-:mod:`cyborg_nova.restore`). Everything is read from Nova's own ``CONF``
+:mod:`cyborg_nova.restore`) and logs what :mod:`cyborg_nova.config_check`
+finds wrong in the configuration. Everything is read from Nova's own ``CONF``
 (nova.conf), where the ``[cyborg_nova]`` and driver option groups are
 registered when the driver is created.
 """
@@ -35,6 +36,7 @@ from cyborg_drivers import bitstreams
 from cyborg_drivers import discovery
 from cyborg_drivers import loader
 from cyborg_nova import conf as cn_conf
+from cyborg_nova import config_check
 from cyborg_nova import health
 from cyborg_nova import lifecycle
 from cyborg_nova import notifications
@@ -174,6 +176,10 @@ class AcceleratorProviderMixin:
             # A host that cannot restore VFs still runs its other guests.
             LOG.exception('cyborg-nova: VF counts not restored; starting '
                           'without them')
+        # Once per start: what nova.conf gets wrong and oslo.config lets
+        # pass (a misspelt option, a driver that finds nothing), logged
+        # and never fatal.
+        config_check.log_findings(CONF, LOG)
 
     def _restore_vfs(self) -> None:
         opts = CONF.cyborg_nova

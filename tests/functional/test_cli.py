@@ -14,15 +14,13 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from cyborg_nova.cmd import deprecated
 from cyborg_nova import store as state_store
+from tests.functional.clirun import cli
 
-CLI = os.path.join(os.path.dirname(sys.executable), 'cyborg-nova')
 KEYS = {'address', 'vendor_id', 'product_id', 'driver', 'resource_class',
         'traits', 'total', 'numa_node'}
 EXPECTED = {
@@ -34,15 +32,6 @@ EXPECTED = {
     'mixed-host': ['0000:3b:00.0', '0000:3c:00.0', '0000:86:00.0',
                    '0000:af:00.0', '0000:d8:00.0'],
 }
-
-
-def cli(*args, config=None):
-    argv = [CLI]
-    if config:
-        argv += ['--config-file', config]
-    proc = subprocess.run(argv + list(args), capture_output=True, text=True,
-                          timeout=60)
-    return proc.returncode, proc.stdout, proc.stderr
 
 
 @pytest.mark.parametrize('profile', sorted(EXPECTED))

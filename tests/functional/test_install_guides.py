@@ -223,10 +223,13 @@ def test_kolla_image_pip_line_and_config(release, nova_venv, tmp_path):
         'cyborg_nova.LibvirtDriver')
     assert parser.get('cyborg_nova', 'state_path').startswith(
         '/var/lib/nova/')
+    # The wheel's own check of the file, from the Nova venv: no error
+    # (this machine has no accelerator, so drivers may find nothing).
     proc = run([str(nova_venv / 'bin' / 'cyborg-nova'), '--config-file',
                 str(conf), 'config-check'])
-    assert 'Traceback' not in proc.stderr, proc.stderr
-    assert 'state_path' not in proc.stdout + proc.stderr, proc.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert 'error:' not in proc.stdout, proc.stdout
+    assert proc.stdout.splitlines()[-1].endswith(str(conf)), proc.stdout
 
 
 def test_openstack_ansible_variables():

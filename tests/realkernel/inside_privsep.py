@@ -19,12 +19,16 @@ Every refusal must come before any write: the kernel's attributes read
 the same afterwards.
 """
 
+import json
 import os
+import subprocess
 import time
 
 import pytest
 
+from cyborg_nova import privileged
 import privsep
+from privsep import net as privsep_net
 from tests.realkernel import l1
 
 
@@ -112,14 +116,24 @@ def test_refused_before_any_write(pci, call, args, error):
     assert snapshot(pf, vf, bridge) == before
 
 
+def vf_info(pf_if: str, index: int) -> dict:
+    """VF ``index``'s settings on PF ``pf_if``, as rtnetlink reports them."""
+    out = subprocess.run(['ip', '-j', 'link', 'show', 'dev', pf_if],
+                         capture_output=True, text=True, check=True).stdout
+    (link,) = json.loads(out)
+    return [vf for vf in link['vfinfo_list'] if vf['vf'] == index][0]
+
+
 def test_a_freed_vf_is_scrubbed_by_the_kernel(pci, tmp_path):
     """A VF a guest freed, scrubbed as nova-compute scrubs it.
 
     The real scrubber over a store of its own: the igb VF is given to a
-    consumer and freed (held in that transaction), then reset by the
-    ``sysfs_admin`` daemon through L1's kernel (``reset``, the methods
-    in ``reset_method``), and free again. How long the unit was kept
-    from the next guest is recorded.
+    consumer, the host sets its MAC, VLAN and trust on the PF, and the
+    VF is freed (held in that transaction). Its settings are put back by
+    the ``net_admin`` daemon through L1's rtnetlink, the VF is reset by
+    the ``sysfs_admin`` daemon through L1's kernel (``reset``, the
+    methods in ``reset_method``), and it is free again. How long the
+    unit was kept from the next guest is recorded.
     """
     from oslo_config import cfg
 
@@ -146,17 +160,45 @@ def test_a_freed_vf_is_scrubbed_by_the_kernel(pci, tmp_path):
     (unit,) = books.assign('guest-a', nic.provider,
                            nic.accelerator.units, 1)
     assert l1.driver(unit) == 'igbvf'
+    # What the host set for the tenant's VF through the PF (as Neutron's
+    # SR-IOV agent sets it for a port): it survives a reset of the VF.
+    pf_if, index = privsep_net.vf_of('/sys', unit)
+    tenant_mac = '02:00:00:00:00:%02x' % (index + 1)
+    subprocess.run(['ip', 'link', 'set', 'dev', pf_if, 'vf', str(index),
+                    'mac', tenant_mac, 'vlan', '100', 'trust', 'on'],
+                   check=True)
+    assert vf_info(pf_if, index)['trust'] is True
+    # nova-compute's daemon is up long before a guest frees a unit.
+    net = privileged.start_privsep(conf, 'net_admin')
     books.release('guest-a', nic.provider)
     assert store.units.kept() == {nic.provider: 1}
     methods = l1.attr(unit, 'reset_method')
-    scrubber = scrub.Scrubber(
-        conf, store, lambda: drivers, lambda: '/sys',
-        unit_work.PrivsepOps,
-        lambda rps: {rp: devices[rp] for rp in rps if rp in devices})
-    (outcome,) = scrubber.run()
+    try:
+        scrubber = scrub.Scrubber(
+            conf, store, lambda: drivers, lambda: '/sys',
+            unit_work.PrivsepOps,
+            lambda rps: {rp: devices[rp] for rp in rps if rp in devices})
+        (outcome,) = scrubber.run()
+    finally:
+        if net.channel is not None:
+            net.stop()
     l1.record('igb_vf_reset_method', methods)
     assert outcome.result == scrub.FREE, outcome.reason
-    assert outcome.done == ('flr: reset %s (%s)' % (unit, methods),)
+    settings, flr = outcome.done
+    assert flr == 'flr: reset %s (%s)' % (unit, methods)
+    assert settings.startswith('vf_settings: settings of VF %s on its '
+                               'PF: ' % unit), settings
+    l1.record('igb_vf_settings_step', settings)
+    # igb has every setting but the minimum rate.
+    assert 'mac reset' in settings and 'vlan reset' in settings
+    assert 'trust reset' in settings
+    after = vf_info(pf_if, index)
+    l1.record('igb_vf_after_scrub', after)
+    assert after['trust'] is False and after['spoofchk'] is True, after
+    assert not [v for v in after.get('vlan_list', ())
+                if v.get('vlan')], after
+    # The host-set MAC is gone (the VF's own driver may pick a new one).
+    assert after['address'] != tenant_mac, after
     assert store.units.holds() == []
     l1.record('igb_vf_scrub_held_s', round(outcome.held_for, 3))
     # The kernel reset it under its driver, which still has it.

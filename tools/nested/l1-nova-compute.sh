@@ -68,6 +68,8 @@ physical_device_mappings = physnet1:$pf
 sysfs_root = /sys
 [cyborg_nova_privsep_sysfs]
 helper_command = $helper
+[cyborg_nova_privsep_net]
+helper_command = $helper
 [nova_sys_admin]
 helper_command = $helper
 [privsep_osbrick]

@@ -145,6 +145,10 @@ class TestBrokenHost(base.AcceleratorTestCase):
         self.assertEqual({}, self.accelerator_providers('broken1'))
         self.assertIn('accelerator providers of broken1 not updated',
                       self.stdlog.logger.output)
+        # And why, once, when the compute started (cyborg_nova.config_check).
+        self.assertEqual(1, self.stdlog.logger.output.count(
+            'cyborg-nova config check: [cyborg_nova] sysfs_root: '
+            '/nonexistent/sys is not a sysfs tree with a PCI bus'))
         # An ordinary flavor still boots there.
         server = self._create_server(flavor_id=self.flavor({}),
                                      networks='none')

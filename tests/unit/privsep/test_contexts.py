@@ -119,7 +119,8 @@ def test_every_context_documented_with_its_capabilities():
 
 def test_contexts_are_narrow_and_have_own_sections():
     found = contexts()
-    assert {'sysfs_admin', 'nova_config', 'libvirt_hotplug'} <= set(found)
+    assert {'sysfs_admin', 'nova_config', 'libvirt_hotplug',
+            'net_admin'} <= set(found)
     sections = [c.cfg_section for c in found.values()]
     assert len(set(sections)) == len(sections)
     for name, context in found.items():
@@ -141,7 +142,7 @@ def test_entrypoints_take_no_paths_or_commands():
     names = {name for name, _, _ in found}
     assert {'privsep.pci.bind_vfio', 'privsep.pci.unbind',
             'privsep.pci.set_num_vfs', 'privsep.pci.reset_function',
-            'privsep.mdev.create',
+            'privsep.net.reset_vf_settings', 'privsep.mdev.create',
             'privsep.mdev.remove', 'privsep.qat.set_services',
             'privsep.nova_conf.write_device_spec'} <= names
     for name, _, func in found:
@@ -158,6 +159,7 @@ def test_entrypoints_take_no_paths_or_commands():
     ('privsep.pci.unbind', '_unbind'),
     ('privsep.pci.set_num_vfs', '_set_num_vfs'),
     ('privsep.pci.reset_function', '_reset_function'),
+    ('privsep.net.reset_vf_settings', '_reset_vf_settings'),
     ('privsep.mdev.create', '_create'),
     ('privsep.mdev.remove', '_remove'),
     ('privsep.qat.set_services', '_set_services'),

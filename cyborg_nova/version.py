@@ -28,3 +28,16 @@ def version_string() -> str:
     except Exception:
         # Running from a source tree that was never installed.
         return 'unknown'
+
+
+def release_string() -> str:
+    """The release this build is or leads to: ``1.0.0``, without ``.devN``.
+
+    What the REST APIs' OpenAPI documents give as their version: the
+    documents in ``doc/source/api`` describe a release, and would
+    otherwise change with every commit.
+    """
+    try:
+        return version_info.version_string()
+    except Exception:
+        return 'unknown'

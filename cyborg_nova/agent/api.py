@@ -198,6 +198,6 @@ def build_app(conf: cfg.ConfigOpts, hardware: Callable[[], list[dict]],
                               'cyborg_nova:agent:openapi'),
     ]
     application = api_app.Application(
-        TITLE, version.version_string(), routes, conf,
+        TITLE, version.release_string(), routes, conf,
         agent_conf.GROUP.name, policies.AGENT_RULES)
     return application

@@ -398,6 +398,6 @@ def make_app(conf: cfg.ConfigOpts, registry: registry_mod.Registry,
                               'cyborg_nova:conductor:openapi'),
     ]
     application = api_app.Application(
-        'cyborg-nova conductor-lite', version.version_string(), routes,
+        'cyborg-nova conductor-lite', version.release_string(), routes,
         conf, GROUP, policies.CONDUCTOR_RULES)
     return application

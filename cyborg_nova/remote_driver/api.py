@@ -96,6 +96,6 @@ def build_app(conf: cfg.ConfigOpts, group: str,
                       'The OpenAPI document of this API',
                       response={'type': 'object'}, public=True),
     ]
-    application = api_app.Application(TITLE, version.version_string(),
+    application = api_app.Application(TITLE, version.release_string(),
                                       routes, conf, group, [])
     return application

@@ -67,8 +67,6 @@ if [ "$(cat "$project_stamp" 2>/dev/null)" != "$want_project" ]; then
     echo "Installing cyborg-nova from $top into $venv"
     rm -f "$project_stamp"
     pipq install --no-deps --no-build-isolation --force-reinstall "$top"
-    # setuptools' build tree, left in the source tree.
-    rm -rf "$top/build"
     echo "$want_project" > "$project_stamp"
 fi
 if [ "$purpose" = test ]; then

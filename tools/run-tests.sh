@@ -60,6 +60,7 @@ suite() {
     # when the run's budget is spent.
     # pytest's files go under the run's directory (a short path: tests
     # put sockets there), removed at the end but for a failed suite's.
+    mkdir -p "$reports/t"
     timeout --kill-after=30 "$(left)" \
         "$python" -m pytest -q -rs -p no:cacheprovider -p no:warnings \
         --timeout="${TEST_TIMEOUT:-900}" --basetemp="$reports/t/$name" \

@@ -24,7 +24,9 @@ root can: they are skipped otherwise. Real files, real SQLite.
 import hashlib
 import os
 import pwd
+import shutil
 import sqlite3
+import tempfile
 
 import pytest
 
@@ -194,10 +196,38 @@ def test_an_unknown_state_owner_is_refused_before_anything_is_made(
     assert not path.parent.exists()
 
 
-def test_not_root_owner_is_ignored(tmp_path, nobody):
-    if os.geteuid() == 0:
-        pytest.skip('run as root: the owner applies')
-    path = tmp_path / 'state.sqlite'
-    store = state_store.StateStore(str(path), owner='nobody')
-    assert store.given == []
-    assert path.stat().st_uid == os.geteuid()
+def _not_root_opens(directory):
+    """Exit status 0 if a store made here by this user kept its owner."""
+    path = os.path.join(directory, 'state.sqlite')
+    store = state_store.StateStore(path, owner='root')
+    return 0 if (store.given == []
+                 and os.stat(path).st_uid == os.geteuid()) else 3
+
+
+def test_not_root_owner_is_ignored(nobody):
+    """Not root, state_owner is ignored: the store is the user's.
+
+    Run as root, the check runs in a child that has become ``nobody``.
+    """
+    directory = tempfile.mkdtemp(prefix='cn-owner-')
+    try:
+        if os.geteuid() != 0:
+            assert _not_root_opens(directory) == 0
+            return
+        # pytest's own directories are 0700: nobody gets one of its own.
+        os.chmod(directory, 0o777)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.setgid(nobody.pw_gid)
+                os.setuid(nobody.pw_uid)
+                code = _not_root_opens(directory)
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+        assert os.stat(os.path.join(directory, 'state.sqlite')).st_uid == (
+            nobody.pw_uid)
+    finally:
+        shutil.rmtree(directory)

@@ -123,7 +123,7 @@ def placement_part(args, work, tree, conf):
             '--nodename', NODENAME, '--sysfs-root', tree,
             '--state-path', os.path.join(work, 'state.sqlite'),
             '--config-file', conf, '--drivers', ENABLED, '--cycles', '2')
-        run('cyborg-nova', 'tree', '--host', NODENAME)
+        run('cyborg-nova', 'tree', '--nodename', NODENAME)
 
         print('\n== Allocation candidates of sample flavors')
         for name, specs in FLAVORS:

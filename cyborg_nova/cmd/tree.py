@@ -34,9 +34,11 @@ class Tree(hostargs.HostCommand, lister.Lister):
     def get_parser(self, prog_name):
         parser = super().get_parser(prog_name)
         parser.add_argument(
-            '--host', metavar='NODENAME',
-            help='Only the tree of this compute node (its hypervisor '
-                 'hostname, the root provider\'s name).')
+            '--nodename', '--host', dest='host', metavar='NODENAME',
+            help='Only the tree of this compute node (Nova\'s hypervisor '
+                 'hostname, the root provider\'s name), as --nodename '
+                 'names it in the other commands; --host is the same '
+                 'option. Default: every tree in Placement.')
         placement.register_argparse(parser)
         return parser
 

@@ -55,7 +55,7 @@ def cli(args, env=None, config=None):
 
 
 def test_tree_of_one_host(placement, reported):
-    rc, out, err = cli(['tree', '--host', 'cn-tree', '-f', 'json'],
+    rc, out, err = cli(['tree', '--nodename', 'cn-tree', '-f', 'json'],
                        placement.env())
     assert rc == 0, err
     rows = json.loads(out)
@@ -84,6 +84,7 @@ def test_tree_from_config_file(placement, reported, tmp_path):
 
 
 @pytest.mark.parametrize('args, env, message', [
+    # --host is the option's other name.
     (['tree', '--host', 'nope'], 'placement',
      "no resource provider named 'nope'"),
     (['tree'], {'OS_AUTH_TYPE': 'admin_token', 'OS_TOKEN': 'admin',

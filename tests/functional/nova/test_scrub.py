@@ -61,6 +61,21 @@ class TestScrub(moves.MovesTestCase):
     def dc_reserved(self, host):
         return self.reserved(host, DC_PF)
 
+    def wait_dc_reserved(self, host, expected, what):
+        """Wait for the scrubber's own ``reserved`` write, no cycle run.
+
+        It comes after the holds it follows from are written (the value
+        is computed from them), so a test that saw the holds change may
+        read Placement before it.
+        """
+        for _ in range(400):
+            reserved = self.dc_reserved(host)
+            if reserved == expected:
+                return
+            time.sleep(0.05)
+        self.fail('%s: reserved of %s stayed %d, not %d'
+                  % (what, host, reserved, expected))
+
     def test_deleted_units_are_held_reserved_and_reset_before_reuse(self):
         all16 = self.qat_flavor(16)
         server = self.start_on('host1', all16)
@@ -84,8 +99,8 @@ class TestScrub(moves.MovesTestCase):
         self.scrub_kernel.gate.set()
         self.wait_holds('host1', lambda h: not h, 'the scrub ending')
         self.assertEqual(units, sorted(self.resets('host1')))
-        # The scrub's end wrote reserved back at once, before any cycle.
-        self.assertEqual(0, self.dc_reserved('host1'))
+        # The scrub's end writes reserved back itself, before any cycle.
+        self.wait_dc_reserved('host1', 0, 'the scrub ending')
         again = self.start_on('host1', all16)
         self.assertEqual(units, self.units(again, 'host1'))
         self.check()
@@ -134,8 +149,8 @@ class TestScrub(moves.MovesTestCase):
         row = store.devices('host1')[DC_PF]
         self.assertEqual(state_store.FAILED, row.state)
         self.assertIn('scrub of unit %s failed' % unit, row.reason)
-        # Fenced at once: nothing of the PF can be scheduled.
-        self.assertEqual(16, self.dc_reserved('host1'))
+        # Fenced by the scrub itself: nothing of the PF can be scheduled.
+        self.wait_dc_reserved('host1', 16, 'the failed scrub fencing')
         self.start_on('host1', self.qat_flavor(1), expected_state='ERROR')
         # Marking the device ready leaves the dirty unit held.
         store.set_state('host1', DC_PF, state_store.READY, None)
@@ -208,4 +223,4 @@ class TestScrub(moves.MovesTestCase):
         self.cycle()
         self.wait_holds('host1', lambda h: not h, 'the scrub ending')
         self.assertEqual([unit], self.resets('host1'))
-        self.assertEqual(0, self.dc_reserved('host1'))
+        self.wait_dc_reserved('host1', 0, 'the scrub ending')

@@ -308,10 +308,15 @@ class Scrubber:
     def _fail(self, hold: unit_store.Hold,
               device: provider_devices.ProviderDevice,
               done: Sequence[str], why: str) -> Outcome:
+        if hold.unit == device.address:
+            # The command gives the unit back and readies its device.
+            fix = '"cyborg-nova device-set-state %s ready"' % hold.unit
+        else:
+            fix = ('"cyborg-nova device-set-state %s ready" and "cyborg-nova'
+                   ' device-set-state %s ready"' % (hold.unit,
+                                                    device.address))
         reason = ('scrub of unit %s failed: %s; the unit stays held. Fix '
-                  'it, then "cyborg-nova device-set-state %s ready" and '
-                  '"cyborg-nova device-set-state %s ready"'
-                  % (hold.unit, why, hold.unit, device.address))
+                  'it, then %s' % (hold.unit, why, fix))
         with self.units.change() as table:
             table.set_hold(hold.provider, hold.unit, unit_store.FAILED,
                            reason, owner=self.owner)

@@ -140,13 +140,19 @@ class ScrubKernel(fixtures.Fixture):
 
 
 class Host:
-    """The host under ``directory`` (built on first use, reused after)."""
+    """The host under ``directory`` (built on first use, reused after).
 
-    def __init__(self, directory, **scrub_flags):
+    The ``crypto-nic-host`` profile and its QAT devices by default; the
+    device under test (``dc``) is the one at ``address``. ``options``:
+    {group: {option: value}} set besides the ``[cyborg_scrub]`` ones.
+    """
+
+    def __init__(self, directory, profile='crypto-nic-host',
+                 drivers=('intel_qat',), address=DC_PF, options=None,
+                 **scrub_flags):
         self.root = os.path.join(directory, 'sys')
         if not os.path.isdir(self.root):
-            hosttree.build_tree(hosttree.profile_path('crypto-nic-host'),
-                                self.root)
+            hosttree.build_tree(hosttree.profile_path(profile), self.root)
         self.conf = cfg.ConfigOpts()
         cn_conf.register_opts(self.conf)
         self.conf([], default_config_files=[])
@@ -154,14 +160,17 @@ class Host:
             self.conf.set_override(name, value, group='cyborg_scrub')
         self.store = state_store.StateStore(
             os.path.join(directory, 'state.sqlite'))
-        self.drivers = loader.load(self.conf, ['intel_qat'])
+        self.drivers = loader.load(self.conf, list(drivers))
+        for group, values in (options or {}).items():
+            for name, value in values.items():
+                self.conf.set_override(name, value, group=group)
         found = discovery.Discoverer(self.drivers, self.root).discover()
         self.store.sync(NODE, found.accelerators, state_store.READY)
         provider_devices.record(self.store, NODE, found.accelerators)
         self.devices = provider_devices.found(self.store, NODE,
                                               found.accelerators)
         self.dc = next(d for d in self.devices.values()
-                       if d.address == DC_PF)
+                       if d.address == address)
         self.books = assignments.Assignments(self.store, hold_freed=True)
         self.fenced = []
 
@@ -175,7 +184,7 @@ class Host:
                 (device.address, state)))
 
     def give_and_free(self, consumer, count):
-        """``count`` units of the DC PF given to ``consumer``, then freed."""
+        """``count`` units of ``dc`` given to ``consumer``, then freed."""
         units = self.books.assign(consumer, self.dc.provider,
                                   self.dc.accelerator.units, count)
         self.books.release(consumer, self.dc.provider)

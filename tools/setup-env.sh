@@ -35,11 +35,8 @@ if [ ${#missing[@]} -gt 0 ]; then
     fi
 fi
 
-# pip, without warnings about configured index locations that do not exist.
-pipq() {
-    "$venv/bin/pip" -q --disable-pip-version-check "$@" \
-        2> >(grep -v "^WARNING: Location '" >&2)
-}
+# shellcheck source=tools/venv-lib.sh
+. "$top/tools/venv-lib.sh"
 
 if [ ! -x "$venv/bin/python" ]; then
     echo "Creating virtualenv $venv"
@@ -54,21 +51,10 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "Installing Python requirements ($purpose) into $venv"
     args=()
     for r in "${reqs[@]}"; do args+=(-r "$top/$r"); done
-    pipq install pbr setuptools wheel "${args[@]}"
+    venv_pip install pbr setuptools wheel "${args[@]}"
     echo "$want" > "$stamp"
 fi
-# A real (not editable) install, so that Nova finds the
-# nova.virt.cyborg_nova module (an editable install does not place it),
-# redone whenever the tree (or its commit, pbr's version) changed, so the
-# installed commands run this tree's code.
-project_stamp="$venv/.cyborg-nova-project"
-want_project=$("$top/tools/project-hash.sh")
-if [ "$(cat "$project_stamp" 2>/dev/null)" != "$want_project" ]; then
-    echo "Installing cyborg-nova from $top into $venv"
-    rm -f "$project_stamp"
-    pipq install --no-deps --no-build-isolation --force-reinstall "$top"
-    echo "$want_project" > "$project_stamp"
-fi
+install_project "$venv/.cyborg-nova-project"
 if [ "$purpose" = test ]; then
     bash "$top/tools/install-udev-test-deps.sh" "$venv/bin/python"
     bash "$top/tools/install-libvirt-test-deps.sh" "$venv/bin/python"

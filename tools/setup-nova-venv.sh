@@ -42,12 +42,8 @@ esac
 harness=(oslotest testtools wsgi-intercept fixtures pytest-timeout
          pytest-rerunfailures)
 
-# pip, quiet, without warnings about configured index locations that do
-# not exist (as in tools/setup-env.sh).
-pip() {
-    "$venv/bin/python" -m pip -q --disable-pip-version-check "$@" \
-        2> >(grep -v "^WARNING: Location '" >&2)
-}
+# shellcheck source=tools/venv-lib.sh
+. "$top/tools/venv-lib.sh"
 
 if [ ! -x "$venv/bin/python" ]; then
     echo "Creating virtualenv $venv ($("$python" --version 2>&1))"
@@ -107,18 +103,11 @@ if [ "$(cat "$deps_stamp" 2>/dev/null)" != "$want_deps" ]; then
     rm -f "$deps_stamp" "$venv/.nova-project"
     # One resolver run, so the pins hold against the requirements; pbr,
     # setuptools and wheel build cyborg-nova without build isolation.
-    pip install "${pins[@]}" "${harness[@]}" pbr setuptools wheel -r "$reqs"
+    venv_pip install "${pins[@]}" "${harness[@]}" pbr setuptools wheel -r "$reqs"
     echo "$want_deps" > "$deps_stamp"
 fi
 
-project_stamp="$venv/.nova-project"
-want_project=$("$top/tools/project-hash.sh")
-if [ "$(cat "$project_stamp" 2>/dev/null)" != "$want_project" ]; then
-    echo "Installing cyborg-nova (non-editable) into $venv"
-    rm -f "$project_stamp"
-    pip install --no-deps --no-build-isolation --force-reinstall "$top"
-    echo "$want_project" > "$project_stamp"
-fi
+install_project "$venv/.nova-project"
 
 "$venv/bin/python" - <<'PY'
 import importlib.metadata as md

@@ -11,5 +11,6 @@
 #    under the License.
 
 """The FPGA family: Intel PAC and Xilinx Alveo cards, their regions and
-roles (:mod:`.regions`), and their drivers (:mod:`.intel`, :mod:`.xilinx`).
+roles (:mod:`.regions`), their drivers (:mod:`.intel`, :mod:`.xilinx`) and
+privileged load and scrub (:mod:`.scrub`).
 """

@@ -18,6 +18,7 @@ from __future__ import annotations
 from cyborg_drivers import base
 from cyborg_drivers import device as device_model
 from cyborg_drivers.fpga import regions as fpga_regions
+from cyborg_drivers.fpga import scrub as fpga_scrub
 from cyborg_drivers import names
 from cyborg_drivers import sysfs
 
@@ -26,7 +27,8 @@ VENDOR_INTEL = fpga_regions.VENDOR_INTEL
 IDS = fpga_regions.INTEL_FPGA_IDS
 
 
-class IntelFpgaDriver(base.AcceleratorDriver):
+class IntelFpgaDriver(fpga_scrub.DefaultBitstreamScrub,
+                      base.AcceleratorDriver):
     """Reports each Intel FPGA PF as one ``FPGA`` accelerator.
 
     Every id the kernel's ``dfl-pci`` binds, and those of Intel's OPAE
@@ -40,6 +42,7 @@ class IntelFpgaDriver(base.AcceleratorDriver):
     """
 
     name = 'intel_fpga'
+    CONFIG_OPTS = list(fpga_scrub.OPTS)
     description = ('Intel FPGAs (PACs, OFS N6000/N6001/C6100/D5005, '
                    'integrated Xeon FPGAs, Silicom N5010/N5011): DFL or '
                    'OPAE')
@@ -148,7 +151,7 @@ class IntelFpgaDriver(base.AcceleratorDriver):
                 'the FPGA port of %s is assigned to its VF (%d VFs): '
                 'disable SR-IOV before programming'
                 % (accelerator.address, accelerator.sriov.num_vfs))
-        privileged_program(accelerator.address, bitstream)
+        fpga_scrub.privileged_program(accelerator.address, bitstream)
 
 
 def _check_region(accelerator: device_model.Accelerator,
@@ -158,13 +161,3 @@ def _check_region(accelerator: device_model.Accelerator,
         raise base.DriverError('%s has no FPGA region %r (regions: %s)'
                                % (accelerator.address, region,
                                   ', '.join(names) or 'none'))
-
-
-def privileged_program(address: str, bitstream: str) -> str | None:
-    """:func:`privsep.fpga.program`, its refusals as DriverError."""
-    import privsep
-    import privsep.fpga
-    try:
-        return privsep.fpga.program(address, bitstream)
-    except (privsep.InvalidArgument, privsep.NotPossible) as exc:
-        raise base.DriverError(str(exc))

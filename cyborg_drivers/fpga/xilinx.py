@@ -20,6 +20,7 @@ from cyborg_drivers import base
 from cyborg_drivers import device as device_model
 from cyborg_drivers.fpga import intel as intel_fpga
 from cyborg_drivers.fpga import regions as fpga_regions
+from cyborg_drivers.fpga import scrub as fpga_scrub
 from cyborg_drivers import names
 from cyborg_drivers import sysfs
 
@@ -32,7 +33,8 @@ MGMT, USER = fpga_regions.MGMT, fpga_regions.USER
 _role = fpga_regions.alveo_role
 
 
-class XilinxFpgaDriver(base.AcceleratorDriver):
+class XilinxFpgaDriver(fpga_scrub.DefaultBitstreamScrub,
+                       base.AcceleratorDriver):
     """Reports each Alveo card as one ``FPGA`` accelerator.
 
     An Alveo exposes a management function (``xclmgmt``, even device id,
@@ -55,6 +57,7 @@ class XilinxFpgaDriver(base.AcceleratorDriver):
     """
 
     name = 'xilinx_fpga'
+    CONFIG_OPTS = list(fpga_scrub.OPTS)
     description = 'AMD/Xilinx Alveo FPGAs (10ee), mgmt + user function'
 
     def offered(self, accelerator: device_model.Accelerator) -> list[str]:
@@ -151,4 +154,4 @@ class XilinxFpgaDriver(base.AcceleratorDriver):
             raise base.DriverError('the management function %s of the '
                                    'card is not visible: it cannot be '
                                    'programmed' % accelerator.address)
-        intel_fpga.privileged_program(accelerator.address, bitstream)
+        fpga_scrub.privileged_program(accelerator.address, bitstream)

@@ -47,7 +47,8 @@ _PCI_ID = re.compile(r'^([0-9a-fA-F]{4}):([0-9a-fA-F]{4})$')
 #: The ERROR_EVENT values of the kernel's PCIe error recovery
 #: (pci_uevent_ers): sent as a recovery of a fatal or non-fatal error
 #: begins, and as it succeeds or fails. Correctable errors send none.
-ERROR_EVENTS = ('BEGIN_RECOVERY', 'SUCCESSFUL_RECOVERY', 'FAILED_RECOVERY')
+FAILED_RECOVERY = 'FAILED_RECOVERY'
+ERROR_EVENTS = ('BEGIN_RECOVERY', 'SUCCESSFUL_RECOVERY', FAILED_RECOVERY)
 
 
 @dataclasses.dataclass(frozen=True)

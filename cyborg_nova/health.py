@@ -239,20 +239,57 @@ class AerHealth:
                         strongest, effect.effect):
                     effect = self._raise(nodename, address, strongest,
                                          found, now) or effect
-            if effect is None:
-                continue
-            row = rows.get(address)
-            state = row.state if row is not None else None
-            if effect.effect == FENCE and state == state_store.READY:
-                # Until the operator clears it, whoever set it ready.
-                self.store.set_state(nodename, address,
-                                     state_store.UNHEALTHY, effect.reason)
-                LOG.warning('Accelerator %s fenced: %s', address,
-                            effect.reason)
-                state = state_store.UNHEALTHY
-                fenced = True
-            self._notify(nodename, accelerator, effect, state)
+            if effect is not None:
+                fenced |= self._take(nodename, accelerator, effect, rows)
         return self.store.devices(nodename) if fenced else rows
+
+    def recovery_failed(self, nodename: str,
+                        accelerator: device_model.Accelerator,
+                        function: str,
+                        rows: dict[str, state_store.DeviceState]
+                        ) -> dict[str, state_store.DeviceState]:
+        """Fence ``accelerator``: the kernel failed to recover ``function``.
+
+        The kernel's PCIe error recovery sends ``ERROR_EVENT=
+        FAILED_RECOVERY`` when the drivers could not bring the function
+        back; it stays unusable until it is reset or replaced, whether or
+        not a counter of it grew (a device without AER, an error the port
+        above reported). Recorded as a ``fence`` effect, as a fatal
+        error is, until the operator clears it. Nothing with
+        ``[cyborg_aer] enabled = False``.
+
+        :returns: ``rows``, read again if the device was set unhealthy.
+        """
+        if not self.policy.enabled:
+            return rows
+        effect = self.store.aer.raise_effect(
+            nodename, accelerator.address, FENCE,
+            "the kernel's PCIe error recovery of %s failed (uevent "
+            "ERROR_EVENT=FAILED_RECOVERY): unusable until it is reset or "
+            "replaced" % function, self.clock())
+        LOG.warning('Accelerator %s: PCIe AER effect %s: %s',
+                    accelerator.address, effect.effect, effect.reason)
+        if self._take(nodename, accelerator, effect, rows):
+            return self.store.devices(nodename)
+        return rows
+
+    def _take(self, nodename: str, accelerator: device_model.Accelerator,
+              effect: health_table.Effect,
+              rows: dict[str, state_store.DeviceState]) -> bool:
+        """Apply the device's ``effect``; whether it was set unhealthy."""
+        row = rows.get(accelerator.address)
+        state = row.state if row is not None else None
+        fenced = False
+        if effect.effect == FENCE and state == state_store.READY:
+            # Until the operator clears it, whoever set it ready.
+            self.store.set_state(nodename, accelerator.address,
+                                 state_store.UNHEALTHY, effect.reason)
+            LOG.warning('Accelerator %s fenced: %s', accelerator.address,
+                        effect.reason)
+            state = state_store.UNHEALTHY
+            fenced = True
+        self._notify(nodename, accelerator, effect, state)
+        return fenced
 
     def _raise(self, nodename: str, address: str, strongest: str,
                found: list[Cause], now: float

@@ -194,7 +194,8 @@ class LocalHost:
         An event of the kernel's PCIe error recovery (``ERROR_EVENT``)
         also has the AER counts of the device it is about evaluated, and
         the device fenced if they take it out, whether or not anything
-        else about it changed.
+        else about it changed; a failed recovery fences it whatever the
+        counts say (:meth:`~cyborg_nova.health.AerHealth.recovery_failed`).
         """
         before = self._by_address()
         change = self.inventory.handle_event(event)
@@ -213,6 +214,8 @@ class LocalHost:
         seen = {a.address: a for a in change.added + change.changed}
         seen.update((a.address, a) for a in erred)
         rows = self._evaluate(seen.values(), rows)
+        if event.error_event == events.FAILED_RECOVERY:
+            rows = self._recovery_failed(erred, event.address, rows)
         self._notify(before, change, rows)
         return self._fence(self._addresses(change) | set(seen), rows,
                            result)
@@ -280,6 +283,23 @@ class LocalHost:
             # failure here; the next discovery evaluates again.
             LOG.exception('PCIe AER counts not evaluated')
             return rows
+
+    def _recovery_failed(self, found: Iterable[device_model.Accelerator],
+                         function: str,
+                         rows: dict[str, state_store.DeviceState]
+                         ) -> dict[str, state_store.DeviceState]:
+        """``rows`` after ``found`` were fenced for a failed recovery."""
+        if self.aer is None:
+            return rows
+        for accelerator in found:
+            try:
+                rows = self.aer.recovery_failed(self.nodename, accelerator,
+                                                function, rows)
+            except Exception:
+                # As _evaluate: the next event or discovery tries again.
+                LOG.exception('Failed recovery of %s not recorded',
+                              function)
+        return rows
 
     def _fence(self, addresses: set[str],
                rows: dict[str, state_store.DeviceState],

@@ -103,6 +103,43 @@ def test_a_failed_recovery_event_fences_the_functions_device(primed):
     assert store.devices(NODE)[ALVEO].state == state_store.UNHEALTHY
 
 
+@pytest.mark.parametrize('counters', ['unchanged', 'none'])
+def test_a_failed_recovery_fences_whatever_the_counts_say(primed, counters):
+    local, fencer, store, root = primed
+    if counters == 'none':
+        # A function without AER: the kernel still recovers, and fails.
+        aer_sysfs.remove(root, USER_FN)
+    local.handle_event(recovery(USER_FN, 'FAILED_RECOVERY'))
+    assert fencer.take() == [(ALVEO, state_store.UNHEALTHY, True)]
+    row = store.devices(NODE)[ALVEO]
+    assert row.state == state_store.UNHEALTHY
+    assert row.reason == (
+        "the kernel's PCIe error recovery of 0000:d8:00.1 failed (uevent "
+        "ERROR_EVENT=FAILED_RECOVERY): unusable until it is reset or "
+        "replaced")
+    # Sticky: a discovery that finds nothing wrong keeps it fenced.
+    local.refresh()
+    assert store.devices(NODE)[ALVEO].state == state_store.UNHEALTHY
+    # Until the operator clears it, as device-set-state ready does.
+    health.acknowledge(store, NODE, ALVEO, root)
+    store.set_state(NODE, ALVEO, state_store.READY, None)
+    local.refresh()
+    assert store.devices(NODE)[ALVEO].state == state_store.READY
+    assert store.aer.effects(NODE) == {}
+
+
+def test_a_failed_recovery_takes_no_effect_with_aer_disabled(setup):
+    make, fencer, store, root = setup
+    local = agent_host.LocalHost(
+        drivers(), root, store, NODE, fencer, auto_ready=True,
+        aer=health.AerHealth(store, health.Policy(enabled=False)))
+    local.refresh()
+    fencer.take()
+    local.handle_event(recovery(USER_FN, 'FAILED_RECOVERY'))
+    assert store.devices(NODE)[ALVEO].state == state_store.READY
+    assert store.aer.effects(NODE) == {}
+
+
 def test_a_recovery_event_checks_the_device_even_if_nothing_changed(primed):
     local, fencer, store, root = primed
     # A plain change event with nothing new: nothing to fence.

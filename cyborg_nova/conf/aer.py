@@ -91,9 +91,9 @@ provider tree, the agent's periodic discovery, and the agent's handling
 of a udev event that carries ``ERROR_EVENT``). A fatal error, or the
 kernel's uevent of a failed recovery (``ERROR_EVENT=FAILED_RECOVERY``)
 whatever the counts, fences the accelerator; non-fatal and correctable
-errors above their rates take the effect configured for them. With ``False`` the counters are still read
-and shown but nothing is done; effects already taken stay until the
-operator clears them.
+errors above their rates take the effect configured for them. With
+``False`` the counters are still read and shown but nothing is done;
+effects already taken stay until the operator clears them.
 
 Related options:
 

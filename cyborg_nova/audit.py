@@ -20,31 +20,37 @@ elements (what each guest is given). :func:`audit` compares them and
 lists every disagreement as a :class:`Finding`; :func:`plan_fix` says
 which of those may be repaired without risk. :func:`aer_findings` adds
 the devices whose PCIe AER error counts grew since the operator last
-cleared them, with the effect they had: not a disagreement, but what an
-operator auditing a host has to look at. Nothing here reads or writes
-anything: the ``cyborg-nova audit`` command gathers the records and
-applies the plan.
+cleared them, with the effect they had, and :func:`held_findings` the
+units held back from the next guest (for their scrub, one-time-use, a
+failed scrub): not disagreements, but what an operator auditing a host
+has to look at -- except a held unit a guest still has, which is one.
+Nothing here reads or writes anything: the ``cyborg-nova audit`` command
+gathers the records and applies the plan.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Iterable, Mapping
 from xml.etree import ElementTree
 
 from cyborg_nova import assignments as assignments_lib
 from cyborg_nova.store import health as health_table
+from cyborg_nova.store import units as unit_store
 
 DOUBLE_ASSIGNMENT = 'double-assignment'
 ORPHAN_UNIT = 'orphan-unit'
 MISSING_UNITS = 'missing-units'
 EXTRA_UNITS = 'extra-units'
 UNALLOCATED_DEVICE = 'unallocated-device'
+HELD_IN_GUEST = 'held-unit-in-guest'
 AER_ERRORS = 'aer-errors'
-KINDS = (DOUBLE_ASSIGNMENT, ORPHAN_UNIT, MISSING_UNITS, EXTRA_UNITS,
-         UNALLOCATED_DEVICE, AER_ERRORS)
+HELD_UNIT = 'held-unit'
 #: The kinds that are disagreements between the records.
-INCONSISTENCIES = KINDS[:-1]
+INCONSISTENCIES = (DOUBLE_ASSIGNMENT, ORPHAN_UNIT, MISSING_UNITS,
+                   EXTRA_UNITS, UNALLOCATED_DEVICE, HELD_IN_GUEST)
+KINDS = INCONSISTENCIES + (AER_ERRORS, HELD_UNIT)
 
 #: {provider uuid: {consumer uuid: amount allocated}}
 Allocations = Mapping[str, Mapping[str, int]]
@@ -110,7 +116,8 @@ def audit(allocations: Allocations,
           rows: Iterable[assignments_lib.Assignment],
           hostdevs: Hostdevs,
           units: Mapping[str, str],
-          devices: Mapping[str, str] | None = None) -> list[Finding]:
+          devices: Mapping[str, str] | None = None,
+          held: Iterable[str] = ()) -> list[Finding]:
     """Every disagreement, sorted by provider, consumer and kind.
 
     :param allocations: what Placement allocates on each accelerator
@@ -122,6 +129,8 @@ def audit(allocations: Allocations,
         uuid. The units of ``rows`` count too, whatever this says.
     :param devices: provider uuid -> the accelerator's PCI address, to
         name accelerators so in the messages.
+    :param held: the units held back from the next guest: a guest that
+        has one is :func:`held_findings`' to report.
 
     A consumer that is not a domain is taken for a migration record:
     during a resize it legitimately holds the units of a stopped guest,
@@ -135,7 +144,10 @@ def audit(allocations: Allocations,
     names = {rp: 'accelerator %s' % address
              for rp, address in (devices or {}).items()}
     findings = _against_placement(allocations, rows, domains, names)
-    findings += _against_guests(rows, domains, unit_provider, names)
+    held = set(held)
+    findings += _against_guests(
+        rows, domains, {u: rp for u, rp in unit_provider.items()
+                        if u not in held}, names)
     return sorted(findings, key=lambda f: (f.provider, f.consumer,
                                            KINDS.index(f.kind), f.units))
 
@@ -270,6 +282,45 @@ def aer_findings(counters: Mapping[str, Iterable[health_table.Counter]],
     return findings
 
 
+def held_findings(holds: Iterable[unit_store.Hold], hostdevs: Hostdevs,
+                  devices: Mapping[str, str] | None = None
+                  ) -> list[Finding]:
+    """A finding per unit held back from the next guest.
+
+    ``held-unit`` says why and since when; ``held-unit-in-guest`` (an
+    inconsistency) that a domain still has the unit as a hostdev, so its
+    scrub would reset a function a guest uses.
+
+    :param holds: the holds of the host's providers, as the store has
+        them.
+    """
+    domains = {d: set(addresses) for d, addresses in hostdevs.items()}
+    names = {rp: 'accelerator %s' % address
+             for rp, address in (devices or {}).items()}
+    findings = []
+    for hold in holds:
+        since = time.strftime('%Y-%m-%d %H:%M:%S',
+                              time.localtime(hold.since))
+        what = 'unit %s of %s' % (hold.unit, _name(names, hold.provider))
+        users = _held_by(domains, [hold.unit])
+        if users:
+            findings.append(Finding(
+                HELD_IN_GUEST, hold.provider, users[0], (hold.unit,),
+                '%s is held back (%s since %s) but is a hostdev of domain '
+                '%s: its scrub would reset it under the guest'
+                % (what, hold.state, since, ', '.join(users))))
+        findings.append(Finding(
+            HELD_UNIT, hold.provider, hold.consumer or '', (hold.unit,),
+            '%s is held back since %s: %s' % (what, since, {
+                unit_store.SCRUBBING: 'being scrubbed',
+                unit_store.USED: 'one-time-use, it waits for '
+                                 '"cyborg-nova device-set-state %s ready"'
+                                 % hold.unit,
+                unit_store.FAILED: 'its scrub failed: %s' % hold.reason,
+            }.get(hold.state, hold.state))))
+    return findings
+
+
 def plan_fix(findings: Iterable[Finding], hostdevs: Hostdevs
              ) -> tuple[list[Release], dict[Finding, str]]:
     """What ``--fix`` may do: the rows to delete, and why not the rest.
@@ -316,6 +367,12 @@ _LEFT_ALONE = {
     UNALLOCATED_DEVICE: 'a guest uses a function nothing pays for; '
                         'detach it from the guest, or attach the device '
                         'to the instance properly (instance-attach)',
+    HELD_IN_GUEST: 'the guest may be using the function: detach it from '
+                   'the guest (instance-detach, or edit its definition); '
+                   'the scrub then runs',
+    HELD_UNIT: 'a held unit comes back by itself after its scrub; a '
+               'one-time-use unit, or one whose scrub failed, once the '
+               'operator runs cyborg-nova device-set-state <unit> ready',
     AER_ERRORS: 'hardware errors are for an operator to judge; once the '
                 'device is checked, cyborg-nova device-set-state '
                 '<address> ready clears them (its counts now become the '

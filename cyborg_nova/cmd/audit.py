@@ -168,6 +168,15 @@ class Audit(hostargs.HostCommand, lister.Lister):
     unallocated-device
         a domain has a unit of an accelerator as a hostdev that no
         allocation of that instance is served by.
+    held-unit-in-guest
+        a unit held back from the next guest (for its scrub,
+        one-time-use, a failed scrub) is a hostdev of a domain: its
+        scrub would reset a function a guest may use.
+    held-unit
+        not a disagreement: a unit held back from the next guest, with
+        why (being scrubbed, one-time-use, its scrub failed and the
+        reason) and since when. These rows do not change the exit
+        status.
     aer-errors
         not a disagreement: the PCIe AER error counts of an
         accelerator's functions grew since the operator last cleared
@@ -228,7 +237,11 @@ class Audit(hostargs.HostCommand, lister.Lister):
                 'warning: cannot discover this host\'s accelerators; only '
                 'units the store records are checked in the guests\n')
             units = {}
-        findings = audit.audit(allocations, rows, hostdevs, units, devices)
+        holds = [h for h in (store.units.holds() if store is not None
+                             else []) if h.provider in devices]
+        findings = audit.audit(allocations, rows, hostdevs, units, devices,
+                               held=[h.unit for h in holds])
+        findings += audit.held_findings(holds, hostdevs, devices)
         if store is not None:
             counters = store.aer.counters(nodename)
             effects = store.aer.effects(nodename)
@@ -279,6 +292,9 @@ class Audit(hostargs.HostCommand, lister.Lister):
         errors = sum(f.kind == audit.AER_ERRORS for f in findings)
         if errors:
             checked += '; %d accelerator(s) with PCIe AER errors' % errors
+        held = sum(f.kind == audit.HELD_UNIT for f in findings)
+        if held:
+            checked += '; %d unit(s) held back from the next guest' % held
         findings = [f for f in findings
                     if f.kind in audit.INCONSISTENCIES]
         if not findings:

@@ -12,10 +12,13 @@
 
 """The audit of Placement, unit rows and guests: each kind, and clean."""
 
+import time
+
 import pytest
 
 from cyborg_nova import assignments
 from cyborg_nova import audit
+from cyborg_nova.store import units as unit_store
 
 RP = 'rp-qat-70'
 OTHER_RP = 'rp-qat-6b'
@@ -262,3 +265,50 @@ def test_fix_leaves_other_kinds_alone_saying_why(kind):
 ])
 def test_hostdev_addresses(xml, expected):
     assert audit.hostdev_addresses(xml) == expected
+
+
+def hold(unit, state, consumer=VM3, reason=None):
+    return unit_store.Hold(RP, unit, state, reason, consumer, None,
+                           1700000000.0, 1700000000.0)
+
+
+def test_held_units_are_listed_with_why():
+    holds = [hold(VFS[2], unit_store.SCRUBBING),
+             hold(VFS[3], unit_store.USED),
+             hold(VFS[0], unit_store.FAILED,
+                  reason='scrub of unit 0000:70:00.1 failed: step flr')]
+    findings = audit.held_findings(holds, {}, {RP: '0000:70:00.0'})
+    assert kinds(findings) == [(audit.HELD_UNIT, RP, VM3, (u,))
+                               for u in (VFS[2], VFS[3], VFS[0])]
+    since = time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(1700000000))
+    assert [f.message for f in findings] == [
+        'unit 0000:70:00.3 of accelerator 0000:70:00.0 is held back since '
+        '%s: being scrubbed' % since,
+        'unit 0000:70:00.4 of accelerator 0000:70:00.0 is held back since '
+        '%s: one-time-use, it waits for "cyborg-nova device-set-state '
+        '0000:70:00.4 ready"' % since,
+        'unit 0000:70:00.1 of accelerator 0000:70:00.0 is held back since '
+        '%s: its scrub failed: scrub of unit 0000:70:00.1 failed: step flr'
+        % since]
+    # Not disagreements: the exit status does not change for them.
+    assert audit.HELD_UNIT not in audit.INCONSISTENCIES
+
+
+def test_a_held_unit_a_guest_still_has_is_an_inconsistency():
+    allocations, rows, hostdevs = clean()
+    # VM3's definition still has the unit its instance gave up.
+    hostdevs[VM3] = [VFS[3]]
+    holds = [hold(VFS[3], unit_store.SCRUBBING)]
+    findings = audit.audit(allocations, rows, hostdevs, UNITS,
+                           held=[VFS[3]])
+    # Not an unallocated device: the held unit's own finding says it.
+    assert findings == []
+    findings = audit.held_findings(holds, hostdevs)
+    assert kinds(findings) == [(audit.HELD_IN_GUEST, RP, VM3, (VFS[3],)),
+                               (audit.HELD_UNIT, RP, VM3, (VFS[3],))]
+    assert findings[0].message.endswith(
+        'is a hostdev of domain vm-3: its scrub would reset it under the '
+        'guest')
+    assert audit.HELD_IN_GUEST in audit.INCONSISTENCIES
+    releases, left = audit.plan_fix(findings, hostdevs)
+    assert releases == [] and set(left) == set(findings)

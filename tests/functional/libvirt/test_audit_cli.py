@@ -310,9 +310,44 @@ def test_bad_input_is_one_line(host):
         assert lines[0].startswith(message), (kwargs, err)
 
 
+def test_held_units_are_listed_and_one_still_in_a_guest_is_reported(
+        host, cloud):
+    import libvirt
+    gone = cloud.instance(2)
+    # Deleted as nova-compute deletes with scrubbing on: the allocation
+    # goes, the units are held for their scrub. Its domain was left
+    # defined with the first unit.
+    cloud.allocate(gone.server, 0)
+    assignments.Assignments(host.store, hold_freed=True).release(
+        gone.server, cloud.rp)
+    gone.domain.dom.detachDeviceFlags(
+        hotplug_guest.PciHostdev().device_xml(gone.units[1]),
+        libvirt.VIR_DOMAIN_AFFECT_CONFIG)
+    try:
+        rc, rows, last = findings(host)
+        assert rc == 1
+        assert [(r['kind'], r['consumer'], r['units']) for r in rows] == [
+            ('held-unit-in-guest', gone.server, gone.units[:1]),
+            ('held-unit', gone.server, gone.units[:1]),
+            ('held-unit', gone.server, gone.units[1:])]
+        assert rows[1]['message'].endswith(': being scrubbed')
+        assert last.startswith('1 inconsistency found: ')
+        assert last.endswith('; 2 unit(s) held back from the next guest')
+        # --fix leaves them alone, saying why.
+        rc, rows, _ = findings(host, '--fix')
+        assert rc == 1
+        assert rows[0]['fix'].startswith(
+            'not fixed: the guest may be using the function')
+    finally:
+        with host.store.units.change() as table:
+            for unit in gone.units:
+                table.lift(cloud.rp, unit, ['scrubbing'])
+
+
 def test_help_explains_each_kind(host):
     rc, out, err = run(host, '--help', nodename=None)
     assert rc == 0, err
     for kind in ('double-assignment', 'orphan-unit', 'missing-units',
-                 'extra-units', 'unallocated-device', '--fix'):
+                 'extra-units', 'unallocated-device', 'held-unit-in-guest',
+                 'held-unit', '--fix'):
         assert kind in out

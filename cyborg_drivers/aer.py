@@ -24,6 +24,13 @@ the kernel adds the function and only grow.
 A function without the files has counters nobody can read: its health
 by AER is unknown, which is never the same as healthy, so
 :class:`AerCounters` says why it is unknown instead of reporting zeros.
+
+Errors of the link to a device (a Surprise Down, a Data Link Protocol
+error, a receiver error) are reported by the PCIe port at the other end
+of that link, the root port or switch downstream port above the device,
+and counted in that port's files, not the device's. :func:`upstream_port`
+finds that port; its counters are read with the device's when it has
+them (``upstream_port`` set).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import os
+import re
 from typing import Iterable
 
 FATAL = 'fatal'
@@ -55,6 +63,12 @@ NO_AER = ('no AER counters in sysfs: no AER capability, or a kernel '
 
 # The files are a few hundred bytes; anything much longer is not them.
 _MAX_BYTES = 4096
+# A function's directory name under /sys/devices: its PCI address (a
+# host bridge's directory, 'pci0000:00', is not one).
+_PCI_ADDRESS = re.compile(r'^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$')
+# PCI class 0x0604xx: a PCI-to-PCI bridge, which a PCIe root port or
+# switch port presents.
+_BRIDGE_CLASS = 0x0604
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +87,9 @@ class AerCounters:
     correctable: int | None = None
     errors: tuple[tuple[str, str, int], ...] = ()
     reason: str | None = None
+    #: The counters are those of the PCIe port above the device: the
+    #: errors of the device's link.
+    upstream_port: bool = False
 
     @property
     def known(self) -> bool:
@@ -85,9 +102,11 @@ class AerCounters:
 
     def summary(self) -> str:
         """One line for an operator: the totals, or unknown and why."""
+        name = self.address + (' (the port above)' if self.upstream_port
+                               else '')
         if self.fatal is None and self.nonfatal is None and (
                 self.correctable is None):
-            return '%s: unknown (%s)' % (self.address, self.reason)
+            return '%s: unknown (%s)' % (name, self.reason)
         counts = ', '.join(
             '%s %s' % (severity, 'unknown' if count is None else count)
             for severity, count in zip(SEVERITIES, (
@@ -95,7 +114,7 @@ class AerCounters:
         details = ', '.join('%s %d' % (name, count)
                             for _, name, count in self.errors)
         return '%s: %s%s%s' % (
-            self.address, counts, ' (%s)' % details if details else '',
+            name, counts, ' (%s)' % details if details else '',
             '; %s' % self.reason if self.reason else '')
 
     def to_dict(self) -> dict:
@@ -108,6 +127,7 @@ class AerCounters:
             CORRECTABLE: self.correctable,
             'errors': [list(e) for e in self.errors],
             'reason': self.reason,
+            'upstream_port': self.upstream_port,
         }
 
     @classmethod
@@ -133,7 +153,8 @@ class AerCounters:
             errors.append((severity, name, count))
         reason = data.get('reason')
         return cls(str(data['address']), *counts, tuple(errors),
-                   None if reason is None else str(reason))
+                   None if reason is None else str(reason),
+                   data.get('upstream_port') is True)
 
 
 def parse(severity: str, text: str) -> tuple[int, TypeCounts]:
@@ -213,12 +234,43 @@ def read_function(path: str, address: str) -> AerCounters:
                        '; '.join(reasons) or None)
 
 
-def read_functions(devices_dir: str,
-                   addresses: Iterable[str]) -> tuple[AerCounters, ...]:
+def read_functions(devices_dir: str, addresses: Iterable[str],
+                   port: str | None = None) -> tuple[AerCounters, ...]:
     """The counters of each function in ``addresses``, in that order.
 
     :param devices_dir: the ``bus/pci/devices`` directory of a sysfs
         tree.
+    :param port: the PCIe port above them (:func:`upstream_port`), read
+        last, and only if it has the files: a port without AER reports
+        nothing of the link, and is left out rather than shown unknown
+        beside every device below it.
     """
-    return tuple(read_function(devices_dir + '/' + address, address)
-                 for address in dict.fromkeys(addresses))
+    read = [read_function(devices_dir + '/' + address, address)
+            for address in dict.fromkeys(addresses)]
+    if port is not None and port not in dict.fromkeys(addresses):
+        counters = read_function(devices_dir + '/' + port, port)
+        if counters.reason != NO_AER:
+            read.append(dataclasses.replace(counters, upstream_port=True))
+    return tuple(read)
+
+
+def upstream_port(devices_dir: str, address: str) -> str | None:
+    """The address of the PCIe port above the function at ``address``.
+
+    The function's directory under ``/sys/devices`` sits in that of the
+    bridge its bus hangs off (a root port, or a switch's downstream
+    port); None for a function on a root bus (an integrated endpoint,
+    whose link errors nobody reports), or a parent that is not a
+    bridge.
+    """
+    parent = os.path.dirname(os.path.realpath(
+        os.path.join(devices_dir, address)))
+    name = os.path.basename(parent)
+    if not _PCI_ADDRESS.match(name):
+        return None
+    try:
+        with open(os.path.join(parent, 'class')) as f:
+            code = int(f.read(32).strip(), 16)
+    except (OSError, ValueError):
+        return None
+    return name if code >> 8 == _BRIDGE_CLASS else None

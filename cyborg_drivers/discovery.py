@@ -72,7 +72,8 @@ class Discoverer:
         """The accelerator with the AER counters of its PCI functions.
 
         Its own functions first, then those of its units that are PCI
-        functions (a vGPU's units can be mdevs, which have none).
+        functions (a vGPU's units can be mdevs, which have none), then
+        the PCIe port above it, whose counters are its link's errors.
         """
         if accelerator.remote:
             return accelerator
@@ -81,7 +82,8 @@ class Discoverer:
             u for u in accelerator.units
             if u not in functions and device_model.is_pci_address(u)))
         return dataclasses.replace(accelerator, aer=aer.read_functions(
-            snapshot.devices_dir, functions))
+            snapshot.devices_dir, functions, aer.upstream_port(
+                snapshot.devices_dir, accelerator.address)))
 
     def discover(self, only: Iterable[str] | None = None,
                  gone: Iterable[str] = ()) -> DiscoveryResult:

@@ -132,23 +132,28 @@ def _minutes(seconds: float) -> str:
 
 
 def causes(policy: Policy, rows: Iterable[health_table.Counter],
-           now: float) -> list[Cause]:
+           now: float, ports: Iterable[str] = ()) -> list[Cause]:
     """The counts in ``rows`` that take an effect under ``policy``.
 
     ``rows`` are as :meth:`~cyborg_nova.store.health.AerTable.record`
-    returns them: ``last`` is the count just read.
+    returns them: ``last`` is the count just read. ``ports``: the
+    functions among them that are the PCIe port above the device (its
+    link's errors), named so in the messages.
     """
+    ports = set(ports)
     found = []
     for row in rows:
         word = _WORDS.get(row.severity)
         if word is None:
             continue
+        name = row.function + (' (the PCIe port above the device)'
+                               if row.function in ports else '')
         if row.severity == aer.FATAL:
             if row.last > row.baseline:
                 found.append(Cause(
                     row.function, row.severity, FENCE,
                     'PCIe AER: %d fatal error(s) on %s since %s' % (
-                        row.last - row.baseline, row.function,
+                        row.last - row.baseline, name,
                         _when(row.baseline_at))))
             continue
         effect, per_hour = policy.rule(row.severity)
@@ -161,7 +166,7 @@ def causes(policy: Policy, rows: Iterable[health_table.Counter],
             found.append(Cause(
                 row.function, row.severity, effect,
                 'PCIe AER: %d %s error(s) on %s in %s, more than %d an '
-                'hour' % (grown, word, row.function, _minutes(elapsed),
+                'hour' % (grown, word, name, _minutes(elapsed),
                           per_hour)))
     return found
 
@@ -232,7 +237,9 @@ class AerHealth:
             address = accelerator.address
             effect = effects.get(address)
             if self.policy.enabled:
-                found = causes(self.policy, compared.get(address, ()), now)
+                found = causes(self.policy, compared.get(address, ()), now,
+                               [c.address for c in accelerator.aer
+                                if c.upstream_port])
                 strongest = max((c.effect for c in found),
                                 key=EFFECTS.index, default=NONE)
                 if effect is None or health_table.stronger(

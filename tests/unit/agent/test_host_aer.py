@@ -25,6 +25,7 @@ from tests.unit.agent.test_host import RecordingFencer
 
 ALVEO = '0000:d8:00.0'
 USER_FN = '0000:d8:00.1'
+PORT = '0000:d7:00.0'
 PAC = '0000:5e:00.0'
 
 
@@ -92,6 +93,21 @@ def test_a_fatal_error_seen_by_discovery_is_fenced(primed):
     # The PAC has counters and no errors: no effect.
     assert {e['pci']['address']: e for e in local.hardware()}[PAC][
         'aer_effect'] is None
+
+
+def test_a_fatal_error_of_the_port_above_fences_the_device(primed):
+    local, fencer, store, root = primed
+    # The link's errors: counted by the root port the Alveo hangs off.
+    aer_sysfs.write(root, PORT)
+    local.refresh()
+    # Counters without errors: the device stays in service.
+    assert fencer.take() == [(ALVEO, state_store.READY, True)]
+    aer_sysfs.write(root, PORT, fatal=1)
+    local.refresh()
+    assert fencer.take() == [(ALVEO, state_store.UNHEALTHY, True)]
+    assert store.devices(NODE)[ALVEO].reason.startswith(
+        'PCIe AER: 1 fatal error(s) on 0000:d7:00.0 (the PCIe port above '
+        'the device) since ')
 
 
 def test_a_failed_recovery_event_fences_the_functions_device(primed):

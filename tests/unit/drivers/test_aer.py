@@ -26,6 +26,7 @@ from tests import aer_sysfs
 
 ALVEO = '0000:d8:00.0'
 ALVEO_USER = '0000:d8:00.1'
+ALVEO_PORT = '0000:d7:00.0'
 A100 = '0000:5f:00.0'
 A100_VFS = ('0000:5f:00.4', '0000:5f:00.5', '0000:5f:00.6', '0000:5f:00.7')
 
@@ -171,7 +172,39 @@ def test_discovery_reads_every_function_of_an_accelerator(host_tree):
     assert alveo.to_dict()['aer'][1] == {
         'address': ALVEO_USER, 'known': True, 'fatal': 2, 'nonfatal': 0,
         'correctable': 0, 'errors': [['fatal', 'CmpltTO', 2]],
-        'reason': None}
+        'reason': None, 'upstream_port': False}
+
+
+def test_the_port_above_is_found_from_the_sysfs_hierarchy(host_tree):
+    root = host_tree('fpga-host')
+    devices = os.path.join(root, 'bus', 'pci', 'devices')
+    # The root port the Alveo's slot hangs off, for both its functions.
+    assert aer.upstream_port(devices, ALVEO) == ALVEO_PORT
+    assert aer.upstream_port(devices, ALVEO_USER) == ALVEO_PORT
+    # On a root bus (the virtio NIC): no port, no link errors to read.
+    assert aer.upstream_port(devices, '0000:00:04.0') is None
+    # Under the BMC's bridge: a port even when not a root port.
+    assert aer.upstream_port(devices, '0000:03:00.0') == '0000:02:00.0'
+
+
+def test_discovery_reads_the_port_above_when_it_has_aer(host_tree):
+    root = host_tree('fpga-host')
+    aer_sysfs.write(root, ALVEO_USER)
+    aer_sysfs.write(root, ALVEO_PORT, fatal=1)
+    alveo = discover(root, 'intel_fpga', 'xilinx_fpga')[ALVEO]
+    assert [(c.address, c.fatal, c.upstream_port) for c in alveo.aer] == [
+        (ALVEO, None, False), (ALVEO_USER, 0, False),
+        (ALVEO_PORT, 1, True)]
+    assert alveo.aer[2].summary() == (
+        '0000:d7:00.0 (the port above): fatal 1, nonfatal 0, correctable 0 '
+        '(CmpltTO 1)')
+    entry = json.loads(json.dumps(alveo.to_hardware('cn1')))
+    assert entry['aer'][2]['upstream_port'] is True
+    assert device_model.from_hardware(entry).aer == alveo.aer
+    # A port without AER is left out, not shown unknown.
+    aer_sysfs.remove(root, ALVEO_PORT)
+    alveo = discover(root, 'intel_fpga', 'xilinx_fpga')[ALVEO]
+    assert [c.address for c in alveo.aer] == [ALVEO, ALVEO_USER]
 
 
 def test_discovery_reads_the_vfs_of_a_pf(host_tree):

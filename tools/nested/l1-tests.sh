@@ -28,7 +28,8 @@ PYTHONPATH=$L1_REPO "$L1_PYTHON" -m pytest -p no:cacheprovider -q -rs \
     tests/realkernel/inside_discovery.py \
     tests/realkernel/inside_privsep.py \
     tests/realkernel/inside_udev.py \
-    tests/realkernel/inside_guest.py 2>&1 | tee "$RUN/pytest.log"
+    tests/realkernel/inside_guest.py \
+    tests/realkernel/inside_aer.py 2>&1 | tee "$RUN/pytest.log"
 rc=${PIPESTATUS[0]}
 t "in-L1 tests: pytest exit code $rc"
 exit "$rc"

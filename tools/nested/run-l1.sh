@@ -30,6 +30,10 @@
 #
 # L1 is killed at the timeout (-t, default 1800 s) and when this script is
 # interrupted or terminated: no QEMU outlives it.
+#
+# A test in L1 may have a PCIe AER error injected into the emulated
+# hardware by writing its name to $RUN/aer-inject (aer_inject.py, which
+# runs beside QEMU on its QMP socket, lists the names).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
@@ -44,7 +48,7 @@ while getopts d:t:h opt; do
     case $opt in
         d) devices=$OPTARG ;;
         t) timeout=$OPTARG ;;
-        *) sed -n '2,31p' "$0"; exit 2 ;;
+        *) sed -n '2,36p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
@@ -123,6 +127,7 @@ start=$(date +%s)
     -smp "${NESTED_SMP:-2}" \
     -device intel-iommu,intremap=on,caching-mode=on \
     -bios qboot.rom -vga none -display none -monitor none \
+    -qmp "unix:$run/qmp.sock,server=on,wait=off" \
     -serial "file:$run/console.log" -no-reboot \
     -netdev user,id=mgmt -device virtio-net-pci,netdev=mgmt,romfile= \
     -kernel "$kernel" -initrd "$work/initramfs-l1.gz" \
@@ -133,6 +138,10 @@ nested.run=runs/$id" \
     "${devs[@]}" "$@" > "$run/qemu.log" 2>&1 &
 qpid=$!
 echo $qpid > "$run/qemu.pid"
+# PCIe AER errors L1's tests ask for, injected through QMP.
+python3 "$here/aer_inject.py" "$run" "$run/qmp.sock" \
+    > "$run/aer_inject.log" 2>&1 &
+ipid=$!
 tpid=
 if [ -z "${NESTED_QUIET:-}" ]; then
     touch "$run/console.log"
@@ -140,7 +149,7 @@ if [ -z "${NESTED_QUIET:-}" ]; then
     tpid=$!
 fi
 stop_l1() {
-    kill $qpid 2>/dev/null
+    kill $ipid $qpid 2>/dev/null
     sleep 2
     kill -9 $qpid 2>/dev/null
 }
@@ -157,6 +166,9 @@ while kill -0 $qpid 2>/dev/null; do
 done
 wait $qpid
 qrc=$?
+kill $ipid 2>/dev/null
+wait $ipid 2>/dev/null
+rm -f "$run/qmp.sock"
 if [ -n "$tpid" ]; then
     sleep 1
     kill $tpid 2>/dev/null

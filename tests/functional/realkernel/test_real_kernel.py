@@ -148,11 +148,8 @@ def test_privsep_on_the_real_sysfs(l1_run):
     assert l1_run.measured()['igb_vf_scrub_held_s'] > 0
 
 
-def test_uevents_fence_in_this_machines_placement(l1_run, placement):
-    l1_run.check('inside_udev', 2)
-    # What L1 left here: its compute node and accelerators, reported
-    # through this Placement, and the NIC unfenced once its VFs were
-    # back.
+def l1_nic(placement) -> dict:
+    """The inventory L1's NIC has in this machine's Placement."""
     client = agent_base.Placement(placement.endpoint)
     providers = client.get('/resource_providers')['resource_providers']
     names = {rp['name']: rp['uuid'] for rp in providers}
@@ -161,10 +158,27 @@ def test_uevents_fence_in_this_machines_placement(l1_run, placement):
             if name.startswith('nested-l1_accelerator_')
             and 'CUSTOM_NIC' in client.inventories(uuid)]
     assert len(nics) == 1, names
-    nic = client.inventories(nics[0])['CUSTOM_NIC']
-    assert (nic['total'], nic['reserved']) == (2, 0)
+    return client.inventories(nics[0])['CUSTOM_NIC']
+
+
+def test_uevents_fence_in_this_machines_placement(l1_run, placement):
+    l1_run.check('inside_udev', 2)
+    # What L1 left here: its compute node and accelerators, reported
+    # through this Placement (the NIC fenced and unfenced meanwhile).
+    assert l1_nic(placement)['total'] == 2
     measured = l1_run.measured()
     assert measured['fence_after_vfs_removed_s'] > 0
+    assert measured['unfence_after_vfs_back_s'] > 0
+
+
+def test_a_link_error_fences_in_this_machines_placement(l1_run, placement):
+    # The last tests in L1: a fatal error injected into the root port
+    # above the NIC left it fenced here.
+    l1_run.check('inside_aer', 1)
+    nic = l1_nic(placement)
+    assert (nic['total'], nic['reserved']) == (2, 2)
+    measured = l1_run.measured()
+    assert measured['aer_link_error_to_fenced_s'] > 0
 
 
 def test_a_real_guest_gets_the_vf(l1_run):

@@ -155,12 +155,24 @@ stop_l1() {
 }
 trap 'stop_l1; exit 130' INT TERM HUP
 peak=0
+done_at=
 while kill -0 $qpid 2>/dev/null; do
     rss=$(ps -o rss= -p $qpid 2>/dev/null | tr -d ' ')
     [ -n "$rss" ] && [ "$rss" -gt $peak ] && peak=$rss
     if [ $(( $(date +%s) - start )) -gt "$timeout" ]; then
         echo "run-l1: timeout after ${timeout}s: L1 stopped" >&2
         stop_l1
+    fi
+    # L1 wrote its exit code and powers off; a kernel left with a device
+    # it could not recover (the AER test's) may never finish that.
+    if [ -z "$done_at" ] && [ -s "$run/rc" ]; then
+        done_at=$(date +%s)
+    fi
+    if [ -n "$done_at" ] && [ $(( $(date +%s) - done_at )) -gt 60 ]; then
+        echo "run-l1: L1 wrote its exit code but did not power off \
+within 60 s: L1 stopped" >&2
+        stop_l1
+        break
     fi
     sleep 1
 done

@@ -168,9 +168,9 @@ while kill -0 $qpid 2>/dev/null; do
     if [ -z "$done_at" ] && [ -s "$run/rc" ]; then
         done_at=$(date +%s)
     fi
-    if [ -n "$done_at" ] && [ $(( $(date +%s) - done_at )) -gt 60 ]; then
+    if [ -n "$done_at" ] && [ $(( $(date +%s) - done_at )) -gt 20 ]; then
         echo "run-l1: L1 wrote its exit code but did not power off \
-within 60 s: L1 stopped" >&2
+within 20 s: L1 stopped" >&2
         stop_l1
         break
     fi

@@ -245,9 +245,10 @@ def read_functions(devices_dir: str, addresses: Iterable[str],
         nothing of the link, and is left out rather than shown unknown
         beside every device below it.
     """
+    addresses = list(dict.fromkeys(addresses))
     read = [read_function(devices_dir + '/' + address, address)
-            for address in dict.fromkeys(addresses)]
-    if port is not None and port not in dict.fromkeys(addresses):
+            for address in addresses]
+    if port is not None and port not in addresses:
         counters = read_function(devices_dir + '/' + port, port)
         if counters.reason != NO_AER:
             read.append(dataclasses.replace(counters, upstream_port=True))

@@ -358,8 +358,9 @@ class AcceleratorDriver(abc.ABC):
         Every family has ``flr``: the kernel's reset of a unit that is a
         PCI function (``reset``, function-level first); a mediated
         device has nothing to reset (it was removed when freed). A
-        family adding steps calls this for ``flr``. Reads no option, as
-        :meth:`prepare_units`.
+        family adding steps calls this for ``flr``, which reads no
+        option; a family's own step may read its driver's options (the
+        FPGAs' ``scrub_bitstream``).
 
         :param ops: the privileged writes (:class:`PciOps` when None).
         :returns: what was done, for the log.

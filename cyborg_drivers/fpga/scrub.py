@@ -51,6 +51,9 @@ Related options:
 
 * ``[cyborg_scrub] steps`` (this is the step ``bitstream``)
 * ``[cyborg_scrub] enabled``
+* ``[cyborg_scrub] step_timeout`` must cover the load (the privsep
+  daemon's ``fpga_program_timeout`` bounds the tool itself): a load still
+  running at the step's timeout fails the step and fences the card.
 """),
 ]
 
@@ -72,7 +75,7 @@ class FpgaOps:
     Tests put an object with the same methods in its place.
     """
 
-    def program(self, address: str, bitstream: str) -> str | None:
+    def load_bitstream(self, address: str, bitstream: str) -> str | None:
         """Load ``bitstream`` into the card at ``address``."""
         return privileged_program(address, bitstream)
 
@@ -102,7 +105,7 @@ class DefaultBitstreamScrub:
 
 
 def load_default(bitstream: str, accelerator: device_model.Accelerator,
-                 unit: str, ops) -> str:
+                 unit: str, ops: FpgaOps) -> str:
     """Load ``bitstream`` into ``accelerator`` that gave up ``unit``.
 
     :returns: what was done, for the log.
@@ -115,6 +118,13 @@ def load_default(bitstream: str, accelerator: device_model.Accelerator,
     if vfs or tuple(accelerator.units) != (unit,):
         return ('nothing loaded: %s is one of the units of %s, whose '
                 'logic no guest can load' % (unit, accelerator.address))
-    function = ops.program(accelerator.address, bitstream)
+    if accelerator.functions and (
+            accelerator.address not in accelerator.functions):
+        # An Alveo whose management function is hidden (passed through,
+        # or not bound): nothing on this host can load it.
+        raise base.DriverError(
+            'the management function %s of the card is not visible: it '
+            'cannot be programmed' % accelerator.address)
+    function = ops.load_bitstream(accelerator.address, bitstream)
     return 'loaded %s into %s (function %s)' % (
         bitstream, accelerator.address, function or 'not shown')

@@ -241,7 +241,12 @@ class Audit(hostargs.HostCommand, lister.Lister):
                              else []) if h.provider in devices]
         findings = audit.audit(allocations, rows, hostdevs, units, devices,
                                held=[h.unit for h in holds])
-        findings += audit.held_findings(holds, hostdevs, devices)
+        # The guests again, after the holds: a delete undefines its guest
+        # before it holds the units, so a guest read before the hold may
+        # be gone by now.
+        findings += audit.held_findings(
+            holds, domain_hostdevs(parsed_args.libvirt_uri) if holds
+            else hostdevs, devices)
         if store is not None:
             counters = store.aer.counters(nodename)
             effects = store.aer.effects(nodename)

@@ -27,6 +27,7 @@ unlike the other tests need it.
 
 import json
 import os
+import re
 import subprocess
 import time
 
@@ -90,8 +91,36 @@ def test_a_fatal_error_on_the_link_fences_the_device(agent):  # noqa: F811
     l1.record('aer_link_error_to_fenced_s', l1.elapsed(started))
     assert fenced['total'] == 2
     log = agent.log()
-    # The kernel's recovery events brought it in (no periodic
+    # The kernel's recovery events brought it in (there is no periodic
     # discovery), and the reason names the port.
-    assert 'PCIe error recovery event' in log, log
+    events = recovery_events(log)
+    assert events, log
     assert ('fatal error(s) on %s (the PCIe port above the device)'
             % port) in log, log
+    l1.record('aer_recovery_events', [e[1:] for e in events])
+    fence = next(at for at, line in stamped(log)
+                 if '(fenced)' in line and at >= events[0][0])
+    l1.record('aer_recovery_uevent_to_reserved_ms',
+              round((fence - events[0][0]) * 1000, 1))
+
+
+def stamped(log: str) -> list[tuple[float, str]]:
+    """(seconds of the day, line) of each timestamped line of a log."""
+    found = []
+    for line in log.splitlines():
+        stamp = re.match(r'\S+ (\d+):(\d+):([\d.]+) ', line)
+        if stamp:
+            h, m, sec = stamp.groups()
+            found.append(((int(h) * 60 + int(m)) * 60 + float(sec), line))
+    return found
+
+
+def recovery_events(log: str) -> list[tuple[float, str, str]]:
+    """(when, ERROR_EVENT, address) of each recovery uevent handled."""
+    found = []
+    for at, line in stamped(log):
+        event = re.search(r'PCIe error recovery event (\w+) on (\S+)',
+                          line)
+        if event:
+            found.append((at,) + event.groups())
+    return found

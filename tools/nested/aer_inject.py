@@ -21,11 +21,12 @@ the answer, the time it was sent and QEMU's reply, to
 chooses which, never the command.
 
 Usage (on this machine): python3 aer_inject.py RUN_DIR QMP_SOCKET
-Runs until QEMU closes the socket.
+Runs until QEMU closes the socket (or never opens it within a minute).
 """
 
 import json
 import os
+import select
 import socket
 import sys
 import time
@@ -49,12 +50,20 @@ class Qmp:
 
     def _read(self) -> dict:
         while True:
-            line = self.file.readline()
-            if not line:
-                raise EOFError('QEMU closed the QMP socket')
-            message = json.loads(line)
+            message = self.next()
             if 'event' not in message:
                 return message
+
+    def next(self) -> dict:
+        line = self.file.readline()
+        if not line:
+            raise EOFError('QEMU closed the QMP socket')
+        return json.loads(line)
+
+    def wait(self, timeout: float) -> None:
+        """Up to ``timeout`` s; raises EOFError once QEMU is gone."""
+        if select.select([self.sock], [], [], timeout)[0]:
+            self.next()  # an event, or the end
 
     def call(self, command: str, **arguments) -> dict:
         self.file.write(json.dumps({'execute': command,
@@ -76,11 +85,11 @@ def main(run: str, path: str) -> int:
             with open(request) as f:
                 name = f.read().strip()
         except FileNotFoundError:
-            time.sleep(0.05)
+            qmp.wait(0.05)
             continue
         if not name:
             # Seen mid-write: read again.
-            time.sleep(0.05)
+            qmp.wait(0.05)
             continue
         os.unlink(request)
         sent = time.time()

@@ -28,8 +28,10 @@
 # kernel, which a PVM /dev/kvm cannot), NESTED_MEM (2G), NESTED_SMP (2),
 # NESTED_QUIET=1 (do not echo L1's console).
 #
-# L1 is killed at the timeout (-t, default 1800 s) and when this script is
-# interrupted or terminated: no QEMU outlives it.
+# L1 is killed at the timeout (-t, default 1800 s), 20 s after it wrote
+# its exit code if it has not powered off by then (a kernel left with a
+# device it could not recover may never finish that), and when this
+# script is interrupted or terminated: no QEMU outlives it.
 #
 # A test in L1 may have a PCIe AER error injected into the emulated
 # hardware by writing its name to $RUN/aer-inject (aer_inject.py, which
@@ -48,7 +50,7 @@ while getopts d:t:h opt; do
     case $opt in
         d) devices=$OPTARG ;;
         t) timeout=$OPTARG ;;
-        *) sed -n '2,36p' "$0"; exit 2 ;;
+        *) sed -n '2,38p' "$0"; exit 2 ;;
     esac
 done
 shift $((OPTIND - 1))
@@ -121,13 +123,16 @@ esac
 kernel=$work/vmlinux.elf
 [ -s "$kernel" ] || kernel=$(ls "$work"/kernel/boot/vmlinuz-* | head -1)
 
+# QEMU's QMP socket: in a short directory of its own, since a Unix
+# socket's path may not exceed 107 bytes and the run directory's can.
+qmp=$(mktemp -d /tmp/run-l1.XXXXXX)
 echo "run-l1: $id: accel=$accel devices=$devices timeout=${timeout}s" >&2
 start=$(date +%s)
 "$qemu" "${firmware[@]}" "${acc[@]}" -m "${NESTED_MEM:-2G}" \
     -smp "${NESTED_SMP:-2}" \
     -device intel-iommu,intremap=on,caching-mode=on \
     -bios qboot.rom -vga none -display none -monitor none \
-    -qmp "unix:$run/qmp.sock,server=on,wait=off" \
+    -qmp "unix:$qmp/qmp.sock,server=on,wait=off" \
     -serial "file:$run/console.log" -no-reboot \
     -netdev user,id=mgmt -device virtio-net-pci,netdev=mgmt,romfile= \
     -kernel "$kernel" -initrd "$work/initramfs-l1.gz" \
@@ -139,7 +144,7 @@ nested.run=runs/$id" \
 qpid=$!
 echo $qpid > "$run/qemu.pid"
 # PCIe AER errors L1's tests ask for, injected through QMP.
-python3 "$here/aer_inject.py" "$run" "$run/qmp.sock" \
+python3 "$here/aer_inject.py" "$run" "$qmp/qmp.sock" \
     > "$run/aer_inject.log" 2>&1 &
 ipid=$!
 tpid=
@@ -153,7 +158,7 @@ stop_l1() {
     sleep 2
     kill -9 $qpid 2>/dev/null
 }
-trap 'stop_l1; exit 130' INT TERM HUP
+trap 'stop_l1; rm -rf "$qmp"; exit 130' INT TERM HUP
 peak=0
 done_at=
 while kill -0 $qpid 2>/dev/null; do
@@ -180,7 +185,7 @@ wait $qpid
 qrc=$?
 kill $ipid 2>/dev/null
 wait $ipid 2>/dev/null
-rm -f "$run/qmp.sock"
+rm -rf "$qmp"
 if [ -n "$tpid" ]; then
     sleep 1
     kill $tpid 2>/dev/null

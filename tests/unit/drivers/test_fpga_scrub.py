@@ -24,6 +24,7 @@ import subprocess
 
 import pytest
 
+from cyborg_drivers import base
 from cyborg_drivers import device as device_model
 from cyborg_drivers.fpga import regions as fpga_regions
 from cyborg_drivers.fpga import scrub as fpga_scrub
@@ -42,7 +43,7 @@ class FpgaTreeOps(scrubhost.TreeOps):
         self.library = library
         self.loads = []
 
-    def program(self, address, bitstream):
+    def load_bitstream(self, address, bitstream):
         self.loads.append((address, bitstream))
         return privsep_fpga._program(self.root, address, bitstream,
                                      bitstream_dir=self.library,
@@ -147,7 +148,7 @@ def test_a_default_bitstream_that_cannot_be_loaded_fences_the_card(
 
 def test_a_vf_unit_is_left_to_its_reset(tmp_path, monkeypatch):
     class NoLoads:
-        def program(self, address, bitstream):
+        def load_bitstream(self, address, bitstream):
             raise AssertionError('loaded %s into %s' % (bitstream, address))
     host, _ = fpga_host(tmp_path, monkeypatch, fakes.PAC0, 'intel_fpga',
                         'intel/dma.gbs')
@@ -165,3 +166,15 @@ def test_a_vf_unit_is_left_to_its_reset(tmp_path, monkeypatch):
     with pytest.raises(AssertionError, match='loaded intel/dma.gbs'):
         fpga_scrub.load_default('intel/dma.gbs', whole, fakes.PAC0,
                                 NoLoads())
+
+
+def test_an_alveo_without_its_management_function_is_refused(
+        tmp_path, monkeypatch):
+    host, ops = fpga_host(tmp_path, monkeypatch, fakes.ALVEO, 'xilinx_fpga',
+                          'u250.xclbin')
+    hidden = dataclasses.replace(host.dc.accelerator,
+                                 functions=('0000:d8:00.1',))
+    with pytest.raises(base.DriverError, match='the management function '
+                       '0000:d8:00.0 of the card is not visible'):
+        fpga_scrub.load_default('u250.xclbin', hidden, '0000:d8:00.1', ops)
+    assert ops.loads == []

@@ -31,11 +31,11 @@ gathers the records and applies the plan.
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Iterable, Mapping
 from xml.etree import ElementTree
 
 from cyborg_nova import assignments as assignments_lib
+from cyborg_nova import scrub
 from cyborg_nova.store import health as health_table
 from cyborg_nova.store import units as unit_store
 
@@ -299,8 +299,7 @@ def held_findings(holds: Iterable[unit_store.Hold], hostdevs: Hostdevs,
              for rp, address in (devices or {}).items()}
     findings = []
     for hold in holds:
-        since = time.strftime('%Y-%m-%d %H:%M:%S',
-                              time.localtime(hold.since))
+        since = scrub.held_since(hold)
         what = 'unit %s of %s' % (hold.unit, _name(names, hold.provider))
         users = _held_by(domains, [hold.unit])
         if users:

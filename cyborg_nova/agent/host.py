@@ -296,7 +296,9 @@ class LocalHost:
                 rows = self.aer.recovery_failed(self.nodename, accelerator,
                                                 function, rows)
             except Exception:
-                # As _evaluate: the next event or discovery tries again.
+                # Fencing what changed must not wait for a store failure
+                # here; discovery does not see a failed recovery again,
+                # only the kernel's next such event does.
                 LOG.exception('Failed recovery of %s not recorded',
                               function)
         return rows

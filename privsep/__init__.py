@@ -17,7 +17,8 @@ the fewest capabilities its entrypoints need and a config section of its
 own (so an operator can run each daemon as another user, or with a
 ``helper_command`` of their own). The entrypoints live in one module per
 domain (:mod:`privsep.pci`, :mod:`privsep.mdev`, :mod:`privsep.qat`,
-:mod:`privsep.nova_conf`, :mod:`privsep.libvirt`, :mod:`privsep.net`) and
+:mod:`privsep.nova_conf`, :mod:`privsep.libvirt`, :mod:`privsep.net`,
+:mod:`privsep.nvme`) and
 are called by their
 full module path, so privileged calls stand out in the code that makes
 them.
@@ -76,6 +77,13 @@ net_admin = priv_context.PrivContext(
     cfg_section=privsep_conf.NET_SECTION,
     pypath=__name__ + '.net_admin',
     capabilities=[caps.CAP_NET_ADMIN],
+)
+
+nvme_admin = priv_context.PrivContext(
+    'privsep',
+    cfg_section=privsep_conf.NVME_SECTION,
+    pypath=__name__ + '.nvme_admin',
+    capabilities=[caps.CAP_SYS_ADMIN, caps.CAP_DAC_OVERRIDE],
 )
 
 

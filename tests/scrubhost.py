@@ -142,7 +142,8 @@ class ScrubKernel(fixtures.Fixture):
 class Host:
     """The host under ``directory`` (built on first use, reused after).
 
-    The ``crypto-nic-host`` profile and its QAT devices by default; the
+    The ``crypto-nic-host`` profile (a shipped profile's name, or a
+    profile dict) and its QAT devices by default; the
     device under test (``dc``) is the one at ``address``. ``options``:
     {group: {option: value}} set besides the ``[cyborg_scrub]`` ones.
     """
@@ -152,7 +153,8 @@ class Host:
                  **scrub_flags):
         self.root = os.path.join(directory, 'sys')
         if not os.path.isdir(self.root):
-            hosttree.build_tree(hosttree.profile_path(profile), self.root)
+            # A shipped profile's name, or a profile dict of the test's.
+            hosttree.build_tree(profile, self.root)
         self.conf = cfg.ConfigOpts()
         cn_conf.register_opts(self.conf)
         self.conf([], default_config_files=[])
@@ -160,10 +162,13 @@ class Host:
             self.conf.set_override(name, value, group='cyborg_scrub')
         self.store = state_store.StateStore(
             os.path.join(directory, 'state.sqlite'))
-        self.drivers = loader.load(self.conf, list(drivers))
+        installed = loader.installed()
+        loader.register_opts(self.conf, [installed[d] for d in drivers])
+        # Before the drivers are made: some read their options then.
         for group, values in (options or {}).items():
             for name, value in values.items():
                 self.conf.set_override(name, value, group=group)
+        self.drivers = loader.load(self.conf, list(drivers))
         found = discovery.Discoverer(self.drivers, self.root).discover()
         self.store.sync(NODE, found.accelerators, state_store.READY)
         provider_devices.record(self.store, NODE, found.accelerators)

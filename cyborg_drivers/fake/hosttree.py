@@ -78,6 +78,9 @@ _QAT_NUM_RPS = 64
 # Network interfaces' type (include/uapi/linux/if_arp.h), and the PCI
 # class of the InfiniBand controllers whose interfaces are IPoIB ones.
 _ARPHRD_ETHER, _ARPHRD_INFINIBAND = 1, 32
+# The nvme driver's character devices: a major the kernel allocates at
+# load time (alloc_chrdev_region), one minor per controller.
+_NVME_MAJOR = 240
 _INFINIBAND_SUBCLASS = 0x0207
 
 
@@ -379,6 +382,8 @@ class _Builder:
             self._net(f, path, ifname)
         if f['qat']:
             self._qat(f['qat'], path)
+        if f['driver'] == 'nvme':
+            self._nvme(f, path)
 
     def _iommu_link(self, path: str, name: str, group: int) -> None:
         group_dir = os.path.join(self.root, 'kernel', 'iommu_groups',
@@ -605,6 +610,22 @@ class _Builder:
                creatable_vgpu_types_text(creatable))
         _write(os.path.join(nvidia, 'current_vgpu_type'),
                '%d\n' % vgpu['current'])
+
+    def _nvme(self, f: dict, path: str) -> None:
+        # The nvme driver's controller, as drivers/nvme/host/core.c shows
+        # it: a class device with the character device's number and the
+        # controller's state (namespaces are block devices, not made).
+        number = self.counters.setdefault('nvme', 0)
+        self.counters['nvme'] += 1
+        name = 'nvme%d' % number
+        ctrl = os.path.join(path, 'nvme', name)
+        os.makedirs(ctrl)
+        for attr, text in (('dev', '%d:%d' % (_NVME_MAJOR, number)),
+                           ('state', 'live'), ('transport', 'pcie'),
+                           ('address', f['address'])):
+            _write(os.path.join(ctrl, attr), text + '\n')
+        self._link(path, os.path.join(ctrl, 'device'))
+        self._class_link('nvme', name, ctrl)
 
     def _net(self, f: dict, path: str, ifname: str) -> None:
         net_dir = os.path.join(path, 'net', ifname)

@@ -27,6 +27,7 @@ from oslo_config import cfg
 
 from cyborg_drivers import base
 from cyborg_drivers import device as device_model
+from cyborg_drivers.generic import nvme
 from cyborg_drivers import names
 from cyborg_drivers import sysfs
 
@@ -104,13 +105,15 @@ def _class_prefix(value) -> str | None:
     return text
 
 
-class GenericDriver(base.AcceleratorDriver):
+class GenericDriver(nvme.NvmeFormatScrub, base.AcceleratorDriver):
     """Reports the PCI functions the operator's matchers select.
 
     Each matching PF is one accelerator. Its units are its enabled VFs
     (``"units": "auto"`` with SR-IOV on, or ``"vfs"``) or the function
     itself. Traits: the matcher's, plus ``CUSTOM_PCI_PRODUCT_ID_<PID>``
     (upstream Cyborg's PCI driver name). The first matching entry wins.
+    A freed NVMe VF has its namespaces erased (scrub step
+    ``nvme_format``) before it is reset.
     """
 
     name = 'generic'

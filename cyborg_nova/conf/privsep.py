@@ -37,6 +37,7 @@ SYSFS_SECTION = 'cyborg_nova_privsep_sysfs'
 NOVA_CONFIG_SECTION = 'cyborg_nova_privsep_nova_config'
 LIBVIRT_SECTION = 'cyborg_nova_privsep_libvirt'
 NET_SECTION = 'cyborg_nova_privsep_net'
+NVME_SECTION = 'cyborg_nova_privsep_nvme'
 
 DEFAULT_DEVICE_SPEC_FILE = '/etc/nova/nova.conf.d/60-cyborg-nova-pci.conf'
 

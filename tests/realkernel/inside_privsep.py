@@ -20,7 +20,9 @@ the same afterwards.
 """
 
 import json
+import mmap
 import os
+import re
 import subprocess
 import time
 
@@ -29,6 +31,7 @@ import pytest
 from cyborg_nova import privileged
 import privsep
 from privsep import net as privsep_net
+from privsep import nvme as privsep_nvme
 from tests.realkernel import l1
 
 
@@ -208,3 +211,114 @@ def test_a_freed_vf_is_scrubbed_by_the_kernel(pci, tmp_path):
         os.path.join(l1.DEVICES, nic.address))))
     with pytest.raises(privsep.InvalidArgument, match='bridge'):
         pci.reset_function(bridge)
+
+
+def namespace_disk(unit: str) -> tuple[int, str]:
+    """(namespace ID, its block device) of the one namespace of VF ``unit``.
+
+    The namespace's disk is a child of the VF's controller; with native
+    NVMe multipath (Debian's default) the child is the hidden path
+    ``nvmeXcYnZ`` and the disk is its head ``nvmeXnZ``.
+    """
+    (ctrl,) = os.listdir(os.path.join(l1.DEVICES, unit, 'nvme'))
+    found = []
+    for name in os.listdir(os.path.join(l1.DEVICES, unit, 'nvme', ctrl)):
+        match = re.fullmatch(r'(nvme\d+)(?:c\d+)?n(\d+)', name)
+        if match:
+            found.append((int(match.group(2)),
+                          '/dev/%sn%s' % match.groups()))
+    assert len(found) == 1, (unit, ctrl, found)
+    return found[0]
+
+
+def write_block(disk: str, data: bytes) -> None:
+    fd = os.open(disk, os.O_WRONLY)
+    try:
+        os.pwrite(fd, data.ljust(4096, b'\0'), 0)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_block(disk: str) -> bytes:
+    """The first 4 KiB as the drive has them, past the page cache."""
+    buf = mmap.mmap(-1, 4096)
+    fd = os.open(disk, os.O_RDONLY | os.O_DIRECT)
+    try:
+        os.preadv(fd, [buf], 0)
+    finally:
+        os.close(fd)
+    return bytes(buf)
+
+
+def test_a_freed_nvme_vf_has_its_namespace_erased(tmp_path):
+    """An NVMe VF a guest freed, its namespace erased by its controller.
+
+    Each VF of QEMU's NVMe controller has a private namespace. What the
+    tenant wrote to its VF's namespace is there when the VF is freed;
+    the real scrubber then erases it through the ``nvme_admin`` daemon
+    (Format NVM, user data erase, sent by L1's kernel to QEMU's
+    controller) and resets the VF. The tenant's data is gone, the other
+    VF's tenant keeps its own, and the unit is free again.
+    """
+    from oslo_config import cfg
+
+    from cyborg_drivers import discovery
+    from cyborg_nova import assignments
+    from cyborg_nova import conf as cn_conf
+    from cyborg_nova import lifecycle
+    from cyborg_nova import provider_devices
+    from cyborg_nova import scrub
+    from cyborg_nova import store as state_store
+    from cyborg_nova import unit_work
+
+    conf = cfg.ConfigOpts()
+    cn_conf.register_opts(conf)
+    conf(['--config-file', l1.host()])
+    store = state_store.StateStore(str(tmp_path / 'state.sqlite'))
+    drivers = lifecycle.host_drivers(conf, store)
+    found = discovery.Discoverer(drivers, '/sys').discover().accelerators
+    store.sync(l1.NODENAME, found, state_store.READY)
+    provider_devices.record(store, l1.NODENAME, found)
+    devices = provider_devices.found(store, l1.NODENAME, found)
+    drive = [d for d in devices.values()
+             if d.address == l1.pf(l1.NVME)][0]
+    books = assignments.Assignments(store, hold_freed=True)
+    (unit,) = books.assign('guest-a', drive.provider,
+                           drive.accelerator.units, 1)
+    (other,) = [u for u in drive.accelerator.units if u != unit]
+    assert l1.driver(unit) == l1.driver(other) == 'nvme'
+    nsid, disk = namespace_disk(unit)
+    other_nsid, other_disk = namespace_disk(other)
+    assert nsid != other_nsid
+    # What the tenants wrote, through their VFs' namespaces.
+    write_block(disk, b'tenant a secret')
+    write_block(other_disk, b'tenant b keeps this')
+    assert read_block(disk).startswith(b'tenant a secret')
+    daemon = privileged.start_privsep(conf, 'nvme_admin')
+    books.release('guest-a', drive.provider)
+    try:
+        scrubber = scrub.Scrubber(
+            conf, store, lambda: drivers, lambda: '/sys',
+            unit_work.PrivsepOps,
+            lambda rps: {rp: devices[rp] for rp in rps if rp in devices})
+        (outcome,) = scrubber.run()
+        # The PF, a whole drive, is refused by the daemon itself.
+        with pytest.raises(privsep.InvalidArgument, match='is not a VF'):
+            privsep_nvme.format_namespaces(drive.address)
+    finally:
+        if daemon.channel is not None:
+            daemon.stop()
+    assert outcome.result == scrub.FREE, outcome.reason
+    erase, flr = outcome.done
+    l1.record('nvme_vf_format_step', erase)
+    assert erase == ('nvme_format: erased namespace %d of %s (Format NVM, '
+                     'user data erase)' % (nsid, unit))
+    assert flr.startswith('flr: reset %s' % unit), flr
+    after = read_block(disk)
+    assert b'tenant a secret' not in after
+    assert after == bytes(4096)
+    assert read_block(other_disk).startswith(b'tenant b keeps this')
+    assert store.units.holds() == []
+    l1.record('nvme_vf_scrub_held_s', round(outcome.held_for, 3))
+    assert l1.driver(unit) == 'nvme'

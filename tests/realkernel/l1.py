@@ -127,6 +127,7 @@ def sections() -> dict:
         'cyborg_nova_privsep_sysfs': {'helper_command': helper},
         'cyborg_nova_privsep_libvirt': {'helper_command': helper},
         'cyborg_nova_privsep_net': {'helper_command': helper},
+        'cyborg_nova_privsep_nvme': {'helper_command': helper},
     }
 
 

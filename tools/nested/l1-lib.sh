@@ -101,7 +101,8 @@ sriov_up() {
 # nvme_vfs_up PF N: QEMU's NVMe SR-IOV (QEMU's docs/system/devices/
 # nvme.rst): the primary controller's flexible queue and interrupt
 # resources go to the secondary controllers, which are then brought
-# online; VFs have none until then.
+# online; VFs have none until then. Each VF's controller gets the
+# private namespace run-l1.sh made for it.
 nvme_vfs_up() {
     local pf=$1 n=$2 ctrl i v
     ctrl=/dev/$(ls "$pf/nvme" | head -1)
@@ -116,6 +117,10 @@ nvme_vfs_up() {
         nvme virt-mgmt "$ctrl" -c "$i" -r 1 -a 8 -n 1 > /dev/null
         nvme virt-mgmt "$ctrl" -c "$i" -r 0 -a 8 -n 2 > /dev/null
         nvme virt-mgmt "$ctrl" -c "$i" -r 0 -a 9 -n 0 > /dev/null
+        # Secondary controller i (VF i-1) gets namespace i+1 to itself,
+        # where run-l1.sh made one.
+        nvme attach-ns "$ctrl" -n $((i + 1)) -c "$i" > /dev/null 2>&1 \
+            && t "  namespace $((i + 1)) attached to controller $i"
     done
     echo 1 > "$pf/sriov_drivers_autoprobe"
     for v in "$pf"/virtfn*; do

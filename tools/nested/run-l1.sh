@@ -7,7 +7,8 @@
 #       [-- EXTRA QEMU ARGUMENTS]
 #
 # Devices, each behind a PCIe root port of its own:
-#   nvme-sriov  an NVMe PF 1b36:0010 with 2 VFs (this machine's QEMU)
+#   nvme-sriov  an NVMe PF 1b36:0010 with 2 VFs (this machine's QEMU), a
+#               namespace for the PF and one for each VF
 #   igb         an 82576 NIC PF 8086:10c9 with up to 7 VFs 8086:10ca
 #               (QEMU >= 8: the backports QEMU of setup.sh)
 #   both        both (the default)
@@ -107,13 +108,22 @@ fi
 command -v "$qemu" > /dev/null || die "no $qemu: run tools/nested/setup.sh"
 devs=()
 case $devices in nvme-sriov|both)
+    # Namespace 1 is the PF's; 2 and 3 are private to nobody until L1
+    # attaches one to each VF's controller (l1-lib.sh's nvme_vfs_up), as
+    # an operator gives each VF a namespace of its own.
     truncate -s 64M "$run/nvme-ns.img"
+    truncate -s 16M "$run/nvme-ns2.img" "$run/nvme-ns3.img"
     devs+=(-device pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1
            -device nvme-subsys,id=nvmesubsys0,nqn=nested-sriov
            -device "nvme,id=nvme0,serial=nested0,subsys=nvmesubsys0,bus=rp1,\
 sriov_max_vfs=2,sriov_vq_flexible=4,sriov_vi_flexible=2"
            -drive "file=$run/nvme-ns.img,if=none,id=nvm,format=raw"
-           -device nvme-ns,drive=nvm,bus=nvme0,nsid=1) ;;
+           -device nvme-ns,drive=nvm,bus=nvme0,nsid=1,shared=false)
+    for i in 2 3; do
+        devs+=(-drive "file=$run/nvme-ns$i.img,if=none,id=nvm$i,format=raw"
+               -device "nvme-ns,drive=nvm$i,bus=nvme0,nsid=$i,shared=false,\
+detached=true")
+    done ;;
 esac
 case $devices in igb|both)
     devs+=(-device pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2
@@ -191,7 +201,7 @@ if [ -n "$tpid" ]; then
     kill $tpid 2>/dev/null
     wait $tpid 2>/dev/null
 fi
-rm -f "$run/nvme-ns.img"
+rm -f "$run"/nvme-ns*.img
 rc=$(cat "$run/rc" 2>/dev/null || echo 125)
 echo "run-l1: $id: rc=$rc (qemu exit $qrc) wall=$(( $(date +%s) - start ))s \
 peak_L1_rss=$((peak / 1024))MB" | tee "$run/summary" >&2

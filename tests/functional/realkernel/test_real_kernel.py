@@ -140,12 +140,15 @@ def test_discovery_on_the_real_kernel(l1_run):
 
 
 def test_privsep_on_the_real_sysfs(l1_run):
-    names = l1_run.check('inside_privsep', 12)
+    names = l1_run.check('inside_privsep', 13)
     assert 'test_update_driver_changes_the_vf_count' in names
     assert 'test_vfs_bound_to_vfio_and_back' in names
     # A freed VF scrubbed by L1's kernel: reset, and free again.
     assert 'test_a_freed_vf_is_scrubbed_by_the_kernel' in names
     assert l1_run.measured()['igb_vf_scrub_held_s'] > 0
+    # A freed NVMe VF: its private namespace erased by QEMU's controller.
+    assert 'test_a_freed_nvme_vf_has_its_namespace_erased' in names
+    assert l1_run.measured()['nvme_vf_scrub_held_s'] > 0
 
 
 def l1_nic(placement) -> dict:

@@ -177,8 +177,9 @@ def controller_of(sysfs_root: str, address: str,
 
 
 def _ioctl_admin(name: str, numbers: str, opcode: int, nsid: int,
-                 cdw10: int, data_len: int, timeout_ms: int) -> bytes:
-    path = os.path.join('/dev', name)
+                 cdw10: int, data_len: int, timeout_ms: int,
+                 dev_dir: str = '/dev') -> bytes:
+    path = os.path.join(dev_dir, name)
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
     try:
         st = os.fstat(fd)

@@ -32,6 +32,7 @@ from cyborg_nova import privileged
 import privsep
 from privsep import net as privsep_net
 from privsep import nvme as privsep_nvme
+from privsep import pci as privsep_pci
 from tests.realkernel import l1
 
 
@@ -171,8 +172,15 @@ def test_a_freed_vf_is_scrubbed_by_the_kernel(pci, tmp_path):
                     'mac', tenant_mac, 'vlan', '100', 'trust', 'on'],
                    check=True)
     assert vf_info(pf_if, index)['trust'] is True
-    # nova-compute's daemon is up long before a guest frees a unit.
+    # nova-compute's daemons are up long before a guest frees a unit:
+    # started here by calls each refuses before it changes anything.
     net = privileged.start_privsep(conf, 'net_admin')
+    with pytest.raises(privsep.InvalidArgument, match='is not a VF'):
+        privsep_net.reset_vf_settings(nic.address)
+    bridge = os.path.basename(os.path.dirname(os.path.realpath(
+        os.path.join(l1.DEVICES, nic.address))))
+    with pytest.raises(privsep.InvalidArgument, match='bridge'):
+        pci.reset_function(bridge)
     books.release('guest-a', nic.provider)
     assert store.units.kept() == {nic.provider: 1}
     methods = l1.attr(unit, 'reset_method')
@@ -206,11 +214,6 @@ def test_a_freed_vf_is_scrubbed_by_the_kernel(pci, tmp_path):
     l1.record('igb_vf_scrub_held_s', round(outcome.held_for, 3))
     # The kernel reset it under its driver, which still has it.
     assert l1.driver(unit) == 'igbvf'
-    # A bridge is refused by the daemon before any write.
-    bridge = os.path.basename(os.path.dirname(os.path.realpath(
-        os.path.join(l1.DEVICES, nic.address))))
-    with pytest.raises(privsep.InvalidArgument, match='bridge'):
-        pci.reset_function(bridge)
 
 
 def namespace_disk(unit: str) -> tuple[int, str]:
@@ -295,20 +298,28 @@ def test_a_freed_nvme_vf_has_its_namespace_erased(tmp_path):
     write_block(disk, b'tenant a secret')
     write_block(other_disk, b'tenant b keeps this')
     assert read_block(disk).startswith(b'tenant a secret')
-    daemon = privileged.start_privsep(conf, 'nvme_admin')
-    books.release('guest-a', drive.provider)
+    daemons = [privileged.start_privsep(conf, name)
+               for name in ('nvme_admin', 'sysfs_admin')]
     try:
+        # nova-compute's daemons are up long before a guest frees a unit:
+        # started here by two calls each daemon refuses before it sends
+        # or writes anything. The PF, a whole drive, is not erased.
+        with pytest.raises(privsep.InvalidArgument, match='is not a VF'):
+            privsep_nvme.format_namespaces(drive.address)
+        bridge = os.path.basename(os.path.dirname(os.path.realpath(
+            os.path.join(l1.DEVICES, drive.address))))
+        with pytest.raises(privsep.InvalidArgument, match='bridge'):
+            privsep_pci.reset_function(bridge)
+        books.release('guest-a', drive.provider)
         scrubber = scrub.Scrubber(
             conf, store, lambda: drivers, lambda: '/sys',
             unit_work.PrivsepOps,
             lambda rps: {rp: devices[rp] for rp in rps if rp in devices})
         (outcome,) = scrubber.run()
-        # The PF, a whole drive, is refused by the daemon itself.
-        with pytest.raises(privsep.InvalidArgument, match='is not a VF'):
-            privsep_nvme.format_namespaces(drive.address)
     finally:
-        if daemon.channel is not None:
-            daemon.stop()
+        for daemon in daemons:
+            if daemon.channel is not None:
+                daemon.stop()
     assert outcome.result == scrub.FREE, outcome.reason
     erase, flr = outcome.done
     l1.record('nvme_vf_format_step', erase)

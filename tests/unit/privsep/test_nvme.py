@@ -174,15 +174,17 @@ def test_a_refused_format_says_which_namespace(root):
     assert [f[1] for f in kernel.formats()] == [1, 2]
 
 
-def test_the_node_must_be_the_controllers_character_device(tmp_path,
-                                                           monkeypatch):
+def test_the_node_must_be_the_controllers_character_device(tmp_path):
     # A regular file where /dev/nvmeN should be: nothing is sent to it.
-    fake_dev = tmp_path / 'dev'
-    fake_dev.mkdir()
-    (fake_dev / 'nvme7').write_text('')
-    real_join = os.path.join
-    monkeypatch.setattr(nvme.os.path, 'join', lambda a, *p: real_join(
-        str(fake_dev) if a == '/dev' else a, *p))
+    (tmp_path / 'nvme7').write_text('')
     with pytest.raises(privsep.NotPossible,
                        match='is not the character device 240:7'):
-        nvme._ioctl_admin('nvme7', '240:7', 0x06, 0, 1, 4096, 0)
+        nvme._ioctl_admin('nvme7', '240:7', 0x06, 0, 1, 4096, 0,
+                          dev_dir=str(tmp_path))
+
+
+def test_a_character_device_of_another_number_is_not_spoken_to():
+    # /dev/null is a character device, 1:3: not controller 240:7.
+    with pytest.raises(privsep.NotPossible,
+                       match='/dev/null is not the character device 240:7'):
+        nvme._ioctl_admin('null', '240:7', 0x06, 0, 1, 4096, 0)

@@ -20,20 +20,16 @@ the same afterwards.
 """
 
 import json
-import mmap
 import os
-import re
 import subprocess
 import time
 
 import pytest
 
-from cyborg_nova import privileged
+from cyborg_nova import scrub
 import privsep
-from privsep import net as privsep_net
-from privsep import nvme as privsep_nvme
-from privsep import pci as privsep_pci
 from tests.realkernel import l1
+from tests.realkernel import scrubl1
 
 
 def helper_daemons() -> list[str]:
@@ -128,7 +124,7 @@ def vf_info(pf_if: str, index: int) -> dict:
     return [vf for vf in link['vfinfo_list'] if vf['vf'] == index][0]
 
 
-def test_a_freed_vf_is_scrubbed_by_the_kernel(pci, tmp_path):
+def test_a_freed_vf_is_scrubbed_by_the_kernel(tmp_path):
     """A VF a guest freed, scrubbed as nova-compute scrubs it.
 
     The real scrubber over a store of its own: the igb VF is given to a
@@ -139,60 +135,20 @@ def test_a_freed_vf_is_scrubbed_by_the_kernel(pci, tmp_path):
     methods in ``reset_method``), and it is free again. How long the
     unit was kept from the next guest is recorded.
     """
-    from oslo_config import cfg
-
-    from cyborg_drivers import discovery
-    from cyborg_nova import assignments
-    from cyborg_nova import conf as cn_conf
-    from cyborg_nova import lifecycle
-    from cyborg_nova import provider_devices
-    from cyborg_nova import scrub
-    from cyborg_nova import store as state_store
-    from cyborg_nova import unit_work
-
-    conf = cfg.ConfigOpts()
-    cn_conf.register_opts(conf)
-    conf(['--config-file', l1.host()])
-    store = state_store.StateStore(str(tmp_path / 'state.sqlite'))
-    drivers = lifecycle.host_drivers(conf, store)
-    found = discovery.Discoverer(drivers, '/sys').discover().accelerators
-    store.sync(l1.NODENAME, found, state_store.READY)
-    provider_devices.record(store, l1.NODENAME, found)
-    devices = provider_devices.found(store, l1.NODENAME, found)
-    nic = [d for d in devices.values() if d.address == l1.pf(l1.IGB)][0]
-    books = assignments.Assignments(store, hold_freed=True)
-    (unit,) = books.assign('guest-a', nic.provider,
-                           nic.accelerator.units, 1)
+    host = scrubl1.ScrubHost(str(tmp_path))
+    nic = host.device(l1.IGB)
+    unit = host.give('guest-a', nic)
     assert l1.driver(unit) == 'igbvf'
     # What the host set for the tenant's VF through the PF (as Neutron's
     # SR-IOV agent sets it for a port): it survives a reset of the VF.
-    pf_if, index = privsep_net.vf_of('/sys', unit)
-    tenant_mac = '02:00:00:00:00:%02x' % (index + 1)
-    subprocess.run(['ip', 'link', 'set', 'dev', pf_if, 'vf', str(index),
-                    'mac', tenant_mac, 'vlan', '100', 'trust', 'on'],
-                   check=True)
+    tenant_mac = '02:00:00:00:00:01'
+    pf_if, index = scrubl1.set_tenant_vf(unit, tenant_mac)
     assert vf_info(pf_if, index)['trust'] is True
-    # nova-compute's daemons are up long before a guest frees a unit:
-    # started here by calls each refuses before it changes anything.
-    net = privileged.start_privsep(conf, 'net_admin')
-    with pytest.raises(privsep.InvalidArgument, match='is not a VF'):
-        privsep_net.reset_vf_settings(nic.address)
-    bridge = os.path.basename(os.path.dirname(os.path.realpath(
-        os.path.join(l1.DEVICES, nic.address))))
-    with pytest.raises(privsep.InvalidArgument, match='bridge'):
-        pci.reset_function(bridge)
-    books.release('guest-a', nic.provider)
-    assert store.units.kept() == {nic.provider: 1}
     methods = l1.attr(unit, 'reset_method')
-    try:
-        scrubber = scrub.Scrubber(
-            conf, store, lambda: drivers, lambda: '/sys',
-            unit_work.PrivsepOps,
-            lambda rps: {rp: devices[rp] for rp in rps if rp in devices})
-        (outcome,) = scrubber.run()
-    finally:
-        if net.channel is not None:
-            net.stop()
+    with host.daemons():
+        host.books.release('guest-a', nic.provider)
+        assert host.store.units.kept() == {nic.provider: 1}
+        outcome = host.scrub_one()
     l1.record('igb_vf_reset_method', methods)
     assert outcome.result == scrub.FREE, outcome.reason
     settings, flr = outcome.done
@@ -210,48 +166,10 @@ def test_a_freed_vf_is_scrubbed_by_the_kernel(pci, tmp_path):
                 if v.get('vlan')], after
     # The host-set MAC is gone (the VF's own driver may pick a new one).
     assert after['address'] != tenant_mac, after
-    assert store.units.holds() == []
+    assert host.store.units.holds() == []
     l1.record('igb_vf_scrub_held_s', round(outcome.held_for, 3))
     # The kernel reset it under its driver, which still has it.
     assert l1.driver(unit) == 'igbvf'
-
-
-def namespace_disk(unit: str) -> tuple[int, str]:
-    """(namespace ID, its block device) of the one namespace of VF ``unit``.
-
-    The namespace's disk is a child of the VF's controller; with native
-    NVMe multipath (Debian's default) the child is the hidden path
-    ``nvmeXcYnZ`` and the disk is its head ``nvmeXnZ``.
-    """
-    (ctrl,) = os.listdir(os.path.join(l1.DEVICES, unit, 'nvme'))
-    found = []
-    for name in os.listdir(os.path.join(l1.DEVICES, unit, 'nvme', ctrl)):
-        match = re.fullmatch(r'(nvme\d+)(?:c\d+)?n(\d+)', name)
-        if match:
-            found.append((int(match.group(2)),
-                          '/dev/%sn%s' % match.groups()))
-    assert len(found) == 1, (unit, ctrl, found)
-    return found[0]
-
-
-def write_block(disk: str, data: bytes) -> None:
-    fd = os.open(disk, os.O_WRONLY)
-    try:
-        os.pwrite(fd, data.ljust(4096, b'\0'), 0)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def read_block(disk: str) -> bytes:
-    """The first 4 KiB as the drive has them, past the page cache."""
-    buf = mmap.mmap(-1, 4096)
-    fd = os.open(disk, os.O_RDONLY | os.O_DIRECT)
-    try:
-        os.preadv(fd, [buf], 0)
-    finally:
-        os.close(fd)
-    return bytes(buf)
 
 
 def test_a_freed_nvme_vf_has_its_namespace_erased(tmp_path):
@@ -262,74 +180,34 @@ def test_a_freed_nvme_vf_has_its_namespace_erased(tmp_path):
     the real scrubber then erases it through the ``nvme_admin`` daemon
     (Format NVM, user data erase, sent by L1's kernel to QEMU's
     controller) and resets the VF. The tenant's data is gone, the other
-    VF's tenant keeps its own, and the unit is free again.
+    VF's tenant keeps its own, and the unit is free again. The daemon
+    refuses the PF, a whole drive (``ScrubHost.daemons``).
     """
-    from oslo_config import cfg
-
-    from cyborg_drivers import discovery
-    from cyborg_nova import assignments
-    from cyborg_nova import conf as cn_conf
-    from cyborg_nova import lifecycle
-    from cyborg_nova import provider_devices
-    from cyborg_nova import scrub
-    from cyborg_nova import store as state_store
-    from cyborg_nova import unit_work
-
-    conf = cfg.ConfigOpts()
-    cn_conf.register_opts(conf)
-    conf(['--config-file', l1.host()])
-    store = state_store.StateStore(str(tmp_path / 'state.sqlite'))
-    drivers = lifecycle.host_drivers(conf, store)
-    found = discovery.Discoverer(drivers, '/sys').discover().accelerators
-    store.sync(l1.NODENAME, found, state_store.READY)
-    provider_devices.record(store, l1.NODENAME, found)
-    devices = provider_devices.found(store, l1.NODENAME, found)
-    drive = [d for d in devices.values()
-             if d.address == l1.pf(l1.NVME)][0]
-    books = assignments.Assignments(store, hold_freed=True)
-    (unit,) = books.assign('guest-a', drive.provider,
-                           drive.accelerator.units, 1)
+    host = scrubl1.ScrubHost(str(tmp_path))
+    drive = host.device(l1.NVME)
+    unit = host.give('guest-a', drive)
     (other,) = [u for u in drive.accelerator.units if u != unit]
     assert l1.driver(unit) == l1.driver(other) == 'nvme'
-    nsid, disk = namespace_disk(unit)
-    other_nsid, other_disk = namespace_disk(other)
+    nsid, disk = scrubl1.namespace_disk(unit)
+    other_nsid, other_disk = scrubl1.namespace_disk(other)
     assert nsid != other_nsid
     # What the tenants wrote, through their VFs' namespaces.
-    write_block(disk, b'tenant a secret')
-    write_block(other_disk, b'tenant b keeps this')
-    assert read_block(disk).startswith(b'tenant a secret')
-    daemons = [privileged.start_privsep(conf, name)
-               for name in ('nvme_admin', 'sysfs_admin')]
-    try:
-        # nova-compute's daemons are up long before a guest frees a unit:
-        # started here by two calls each daemon refuses before it sends
-        # or writes anything. The PF, a whole drive, is not erased.
-        with pytest.raises(privsep.InvalidArgument, match='is not a VF'):
-            privsep_nvme.format_namespaces(drive.address)
-        bridge = os.path.basename(os.path.dirname(os.path.realpath(
-            os.path.join(l1.DEVICES, drive.address))))
-        with pytest.raises(privsep.InvalidArgument, match='bridge'):
-            privsep_pci.reset_function(bridge)
-        books.release('guest-a', drive.provider)
-        scrubber = scrub.Scrubber(
-            conf, store, lambda: drivers, lambda: '/sys',
-            unit_work.PrivsepOps,
-            lambda rps: {rp: devices[rp] for rp in rps if rp in devices})
-        (outcome,) = scrubber.run()
-    finally:
-        for daemon in daemons:
-            if daemon.channel is not None:
-                daemon.stop()
+    scrubl1.write_block(disk, b'tenant a secret')
+    scrubl1.write_block(other_disk, b'tenant b keeps this')
+    assert scrubl1.read_block(disk).startswith(b'tenant a secret')
+    with host.daemons():
+        host.books.release('guest-a', drive.provider)
+        outcome = host.scrub_one()
     assert outcome.result == scrub.FREE, outcome.reason
     erase, flr = outcome.done
     l1.record('nvme_vf_format_step', erase)
     assert erase == ('nvme_format: erased namespace %d of %s (Format NVM, '
                      'user data erase)' % (nsid, unit))
     assert flr.startswith('flr: reset %s' % unit), flr
-    after = read_block(disk)
+    after = scrubl1.read_block(disk)
     assert b'tenant a secret' not in after
     assert after == bytes(4096)
-    assert read_block(other_disk).startswith(b'tenant b keeps this')
-    assert store.units.holds() == []
+    assert scrubl1.read_block(other_disk).startswith(b'tenant b keeps this')
+    assert host.store.units.holds() == []
     l1.record('nvme_vf_scrub_held_s', round(outcome.held_for, 3))
     assert l1.driver(unit) == 'nvme'

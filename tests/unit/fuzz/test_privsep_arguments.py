@@ -43,9 +43,11 @@ from privsep import fpga
 from privsep import libvirt as privsep_libvirt
 from privsep import mdev
 from privsep import nova_conf
+from privsep import nvme
 from privsep import pci
 from privsep import qat
 from tests import fuzzing
+from tests import nvmehost
 from tests.unit.privsep import fakesysfs
 from tests.unit.programming import fakes
 
@@ -175,6 +177,31 @@ def test_pci_entrypoints(gpu_tree, address):
         if name == 'pci.set_num_vfs':
             checks.append(lambda: type(count) is int and count >= 0)
         outcome(name, call, *checks, refusal=checked_first(value))
+
+
+@pytest.fixture(scope='module')
+def nvme_tree(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp('nvme') / 'sys')
+    hosttree.build_tree(nvmehost.PROFILE, root)
+    return {'root': root, 'addresses': sorted(os.listdir(
+        os.path.join(root, 'bus', 'pci', 'devices')))}
+
+
+@fuzzing.settings(150)
+@given(data=st.data())
+def test_nvme_format_namespaces(nvme_tree, data):
+    root = nvme_tree['root']
+    value = data.draw(near(nvme_tree['addresses']), label='address')
+    controllers = nvmehost.Controllers()
+    # Accepted only for a VF of the drive, the one kind of function whose
+    # namespaces may go; refused, no admin command was sent.
+    outcome('nvme.format_namespaces',
+            lambda: nvme._format_namespaces(root, value, admin=controllers,
+                                            wait=0),
+            lambda: valid(ADDRESS, value), exists(root, value),
+            lambda: value in nvmehost.VFS,
+            untouched=lambda: controllers.commands == [],
+            refusal=checked_first(value))
 
 
 @fuzzing.settings(150)

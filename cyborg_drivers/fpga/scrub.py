@@ -29,6 +29,7 @@ from __future__ import annotations
 from oslo_config import cfg
 
 from cyborg_drivers import base
+from cyborg_drivers import bitstreams
 from cyborg_drivers import device as device_model
 
 #: The scrub step that loads the operator's default bitstream.
@@ -45,7 +46,9 @@ daemon's ``[cyborg_nova_privsep] bitstream_dir`` (a GBS for Intel, an
 xclbin for Xilinx), checked against the card's region as a programming
 request is. Empty (the default): the logic the guest left stays loaded,
 and the scrub step ``bitstream`` only logs that. A load that fails fences
-the card, with the reason, until the operator marks it ready.
+the card, with the reason, until the operator marks it ready. A name the
+daemon would refuse (absolute, with ``..`` or empty segments) is an
+error of ``cyborg-nova config-check``.
 
 Related options:
 
@@ -94,6 +97,23 @@ class DefaultBitstreamScrub:
     def unit_ops(cls) -> FpgaOps:
         """The bitstream load (:mod:`privsep.fpga`)."""
         return FpgaOps()
+
+    def check_options(self) -> list[base.ConfigProblem]:
+        """``scrub_bitstream`` must be a name the privsep daemon takes.
+
+        Caught here, at start and by ``config-check``, rather than at the
+        first scrub, which would fence the card.
+        """
+        problems = list(super().check_options())
+        name = self.options.scrub_bitstream
+        if name:
+            try:
+                bitstreams.check_name(name)
+            except bitstreams.BadName as exc:
+                problems.append(base.ConfigProblem(
+                    'scrub_bitstream', '%s: every scrub of a whole card '
+                    'would fail and fence it' % exc))
+        return problems
 
     def scrub(self, sysfs_root: str, accelerator: device_model.Accelerator,
               unit: str, step: str, ops: object | None = None) -> str:

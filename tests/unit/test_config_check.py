@@ -498,3 +498,20 @@ def test_nova_range_is_the_extras():
 ])
 def test_config_options_go_first(argv, expected):
     assert status.options_first(argv) == expected
+
+
+@pytest.mark.parametrize('name', ['../dma.gbs', '/srv/dma.gbs',
+                                  'intel//dma.gbs'])
+def test_a_default_bitstream_the_daemon_would_refuse(tmp_path, name):
+    from cyborg_drivers.fake import hosttree
+    root = str(tmp_path / 'sys')
+    hosttree.build_tree(hosttree.profile_path('fpga-host'), root)
+    text = ('[cyborg_nova]\nenabled_drivers = intel_fpga\nsysfs_root = %s\n'
+            '[cyborg_intel_fpga]\nscrub_bitstream = %s\n' % (root, name))
+    found = findings(tmp_path, text)
+    assert [(s, w) for s, w, _ in found] == [
+        (ERROR, '[cyborg_intel_fpga] scrub_bitstream')]
+    assert found[0][2].endswith(
+        'every scrub of a whole card would fail and fence it')
+    # A name under the daemon's directory is no finding.
+    assert findings(tmp_path, text.replace(name, 'intel/dma.gbs')) == []

@@ -38,8 +38,9 @@ from __future__ import annotations
 import dataclasses
 import errno
 import os
-import re
 from typing import Iterable
+
+from cyborg_drivers import pci_address
 
 FATAL = 'fatal'
 NONFATAL = 'nonfatal'
@@ -65,7 +66,6 @@ NO_AER = ('no AER counters in sysfs: no AER capability, or a kernel '
 _MAX_BYTES = 4096
 # A function's directory name under /sys/devices: its PCI address (a
 # host bridge's directory, 'pci0000:00', is not one).
-_PCI_ADDRESS = re.compile(r'^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$')
 # PCI class 0x0604xx: a PCI-to-PCI bridge, which a PCIe root port or
 # switch port presents.
 _BRIDGE_CLASS = 0x0604
@@ -267,7 +267,7 @@ def upstream_port(devices_dir: str, address: str) -> str | None:
     parent = os.path.dirname(os.path.realpath(
         os.path.join(devices_dir, address)))
     name = os.path.basename(parent)
-    if not _PCI_ADDRESS.match(name):
+    if not pci_address.is_pci_address(name):
         return None
     try:
         with open(os.path.join(parent, 'class')) as f:

@@ -21,20 +21,17 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 import uuid
 
 from cyborg_drivers import aer as aer_lib
+from cyborg_drivers import pci_address
 
 # Stable across releases: provider uuids are derived from it, and changing
 # it would orphan every provider an upgrade had already registered.
 DEVICE_NAMESPACE = uuid.UUID('6b2f9d0e-3c4a-5d1e-9f8a-2b7c6d5e4f3a')
 
-# Domains are 16 bits on most hosts, but devices behind Intel VMD sit in
-# domains from 10000 on: the kernel prints the domain with at least four
-# digits, so accept four to eight.
-PCI_ADDRESS_RE = re.compile(
-    r'^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$')
+PCI_ADDRESS_RE = pci_address.PCI_ADDRESS_RE
+is_pci_address = pci_address.is_pci_address
 
 # Device types of the internal API spec's ``acc_specs.device_type``.
 DEVICE_TYPES = ('GPU', 'FPGA', 'CRYPTO', 'NIC', 'GENERIC')
@@ -58,16 +55,6 @@ def default_hostdev(unit: str) -> str:
     mediated device.
     """
     return HOSTDEV_PCI if is_pci_address(unit) else HOSTDEV_MDEV
-
-
-def is_pci_address(value: str) -> bool:
-    """True for a full, lowercase PCI address such as ``0000:3b:00.0``.
-
-    The domain has four to eight hex digits (``10000:01:00.0`` is a device
-    behind an Intel VMD controller).
-    """
-    # fullmatch: with match, "$" also matches before a final newline.
-    return bool(PCI_ADDRESS_RE.fullmatch(value))
 
 
 @functools.lru_cache(maxsize=65536)

@@ -31,16 +31,13 @@ import re
 import threading
 from typing import Any, Callable, TYPE_CHECKING
 
+from cyborg_drivers import pci_address
+
 if TYPE_CHECKING:
     import pyudev
 
 LOG = logging.getLogger(__name__)
 
-# domain:bus:device.function. Domains are 4 hex digits on most hosts but
-# wider behind Intel VMD (e.g. '10000:00:02.0'). Host bridges
-# ('pci0000:00') and anything else on the bus are not functions.
-_PCI_ADDRESS = re.compile(
-    r'^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$')
 # The kernel writes PCI_ID as '%04X:%04X'.
 _PCI_ID = re.compile(r'^([0-9a-fA-F]{4}):([0-9a-fA-F]{4})$')
 
@@ -118,7 +115,9 @@ def event_from_device(action: str, device: Any) -> PciEvent | None:
     if not isinstance(address, str):
         return None
     address = address.lower()
-    if not _PCI_ADDRESS.match(address):
+    # Host bridges ('pci0000:00') and anything else on the bus are not
+    # functions.
+    if not pci_address.is_pci_address(address):
         return None
     vendor_id = product_id = None
     match = _PCI_ID.match(_property(device, 'PCI_ID') or '')

@@ -26,10 +26,14 @@ a context of its own, ``nvme_admin``, whose one entrypoint takes a PCI
 address and nothing else. Before anything is erased, every check must
 pass:
 
-- the function is an NVMe controller (class 0x010802) and a VF, so the
-  host's own drives, which are never VFs, cannot be named;
+- the function is an NVMe controller (class 0x010802) and a VF: a whole
+  drive is never named (a host's boot drive is one);
 - its controller is live under the host's ``nvme`` driver (a function
-  still bound to vfio-pci may be a guest's);
+  still bound to vfio-pci may be a guest's), and stays open for the
+  whole call, so its number cannot pass to another controller;
+- no namespace disk of the controller is in use on the host (each is
+  held open with O_EXCL, which the kernel refuses while it is mounted
+  or held by LVM, md, dm or swap);
 - the controller formats per namespace (Identify Controller's FNA bits
   0 and 1 clear): otherwise a format or erase of one namespace erases
   every namespace of the subsystem, other tenants' and the host's;
@@ -39,7 +43,9 @@ pass:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import errno
 import fcntl
 import os
 import re
@@ -48,11 +54,10 @@ import struct
 import time
 from typing import Callable
 
+from cyborg_drivers.generic import nvme as generic_nvme
 import privsep
 from privsep import _common
 
-#: The PCI class of an NVM Express controller.
-NVME_CLASS = 0x010802
 #: The kernel's admin passthrough: _IOWR('N', 0x41, struct
 #: nvme_passthru_cmd) (include/uapi/linux/nvme_ioctl.h).
 _ADMIN_CMD = 0xC0484E41
@@ -64,12 +69,15 @@ _CNS_ACTIVE_NSIDS = 0x02
 #: Format NVM's Secure Erase Settings: user data erase (NVMe base spec,
 #: Format NVM command, CDW10 bits 11:9).
 _SES_USER_DATA = 1
-#: How long a freshly bound controller may take to become live.
+#: How long a controller the nvme driver is bringing up (or is about to
+#: bind, while libvirt gives the VF back) may take to become live.
 LIVE_WAIT = 30.0
-#: How long the kernel waits for one format (a drive's erase of a large
-#: namespace takes minutes). The scrub's own step_timeout may be shorter.
-FORMAT_TIMEOUT_MS = 600_000
-#: NVMe status codes worth a word (generic command status, type 0).
+#: How long the kernel lets one format run before it aborts it and resets
+#: the controller: a drive's user data erase of a large namespace takes
+#: minutes. ``[cyborg_scrub] step_timeout`` must be raised to match.
+FORMAT_TIMEOUT_MS = 3_600_000
+#: Status codes worth a word: (type << 8) | code, as the ioctl returns
+#: them (type 0 generic, type 1 command specific).
 _STATUS = {
     0x0002: 'Invalid Field in Command',
     0x000b: 'Invalid Namespace or Format',
@@ -94,10 +102,12 @@ class _PassthruCmd(ctypes.Structure):
                 ('timeout_ms', ctypes.c_uint32), ('result', ctypes.c_uint32)]
 
 
-#: An admin command runner: (controller name, its "major:minor", opcode,
-#: nsid, cdw10, data length, timeout in ms) -> the data the controller
-#: returned. Raises NotPossible with the controller's status.
-Admin = Callable[[str, str, int, int, int, int, int], bytes]
+#: Opens controller ``name`` whose sysfs directory is ``ctrl_dir`` and
+#: whose character device is ``numbers`` ("major:minor"): a context
+#: manager giving ``command(opcode, nsid, cdw10, data_len, timeout_ms)``,
+#: which returns the data the controller sent back and raises
+#: NotPossible with its status.
+Opener = Callable[[str, str, str], contextlib.AbstractContextManager]
 
 
 @privsep.nvme_admin.entrypoint
@@ -110,22 +120,26 @@ def format_namespaces(address: str) -> list[int]:
         function that is not an NVMe VF; nothing was sent.
     :raises NotPossible: the VF has no live controller of the host's
         ``nvme`` driver, its controller does not format per namespace, a
-        namespace is shared, or the controller refused a command (the
-        message has its status); namespaces before the refused one were
-        erased.
+        namespace is shared or in use on this host, or the controller
+        refused a command (the message has its status); namespaces
+        before the refused one were erased.
     """
     return _format_namespaces(_common.sysfs_root(), address)
 
 
 def controller_of(sysfs_root: str, address: str,
-                  wait: float = LIVE_WAIT) -> tuple[str, str]:
-    """(the controller's name, its "major:minor") of NVMe VF ``address``.
+                  wait: float = LIVE_WAIT) -> tuple[str, str, str]:
+    """The controller of NVMe VF ``address``: name, number, directory.
 
-    Waits up to ``wait`` seconds for a controller the ``nvme`` driver is
-    still bringing up to become live.
+    Returns (its name, "major:minor", its sysfs directory). Waits up to
+    ``wait`` seconds for a controller the ``nvme`` driver is still
+    bringing up to become live, and for an unbound VF to get one (libvirt
+    gives a managed hostdev back to its driver after the guest lets it
+    go).
 
     :raises InvalidArgument: not an NVMe controller, or not a VF.
-    :raises NotPossible: no live controller of the ``nvme`` driver.
+    :raises NotPossible: no live controller of the ``nvme`` driver (one
+        bound to another driver, vfio-pci above all, is not waited for).
     """
     dev = _common.device_dir(sysfs_root, address)
     text = _common.read_attr(os.path.join(dev, 'class')) or ''
@@ -133,38 +147,33 @@ def controller_of(sysfs_root: str, address: str,
         cls = int(text, 16)
     except ValueError:
         cls = None
-    if cls != NVME_CLASS:
+    if cls != generic_nvme.NVME_CLASS:
         raise privsep.InvalidArgument(
             '%s is not an NVMe controller (class %s, not 0x%06x)'
-            % (address, text or 'unknown', NVME_CLASS))
+            % (address, text or 'unknown', generic_nvme.NVME_CLASS))
     if not os.path.islink(os.path.join(dev, 'physfn')):
         raise privsep.InvalidArgument(
             '%s is not a VF (it has no physfn): only the namespaces of a '
             "VF's controller are erased, never those of a whole drive"
             % address)
-    try:
-        names = [n for n in os.listdir(os.path.join(dev, 'nvme'))
-                 if _CONTROLLER.fullmatch(n)]
-    except OSError:
-        names = []
+    deadline = time.monotonic() + wait
+    while True:
+        driver = _driver(dev)
+        names = _controllers(dev)
+        state = (_common.read_attr(os.path.join(dev, 'nvme', names[0],
+                                                'state'))
+                 if len(names) == 1 else None)
+        if state == 'live' or time.monotonic() >= deadline or (
+                driver not in (None, 'nvme')):
+            break
+        time.sleep(0.2)
     if len(names) != 1:
-        try:
-            driver = os.path.basename(os.readlink(os.path.join(dev,
-                                                               'driver')))
-        except OSError:
-            driver = None
         raise privsep.NotPossible(
             'VF %s has no controller of the nvme driver (it is %s), so '
             'its namespaces cannot be reached from this host'
             % (address, 'bound to %s' % driver if driver else 'unbound'))
     name = names[0]
     ctrl = os.path.join(dev, 'nvme', name)
-    deadline = time.monotonic() + wait
-    while True:
-        state = _common.read_attr(os.path.join(ctrl, 'state'))
-        if state == 'live' or time.monotonic() >= deadline:
-            break
-        time.sleep(0.2)
     if state != 'live':
         raise privsep.NotPossible(
             'the controller %s of VF %s is %s, not live, after %.0f s'
@@ -173,31 +182,139 @@ def controller_of(sysfs_root: str, address: str,
     if not re.fullmatch(r'\d+:\d+', numbers):
         raise privsep.NotPossible('the controller %s of VF %s has no '
                                   'device number' % (name, address))
-    return name, numbers
+    return name, numbers, ctrl
 
 
-def _ioctl_admin(name: str, numbers: str, opcode: int, nsid: int,
-                 cdw10: int, data_len: int, timeout_ms: int,
-                 dev_dir: str = '/dev') -> bytes:
-    path = os.path.join(dev_dir, name)
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+def _driver(dev: str) -> str | None:
     try:
-        st = os.fstat(fd)
-        major, minor = (int(n) for n in numbers.split(':'))
-        # The node must be the controller sysfs named, not a stale or
-        # planted file of the same name.
-        if (not stat.S_ISCHR(st.st_mode)
-                or st.st_rdev != os.makedev(major, minor)):
+        return os.path.basename(os.readlink(os.path.join(dev, 'driver')))
+    except OSError:
+        return None
+
+
+def _controllers(dev: str) -> list[str]:
+    try:
+        return [n for n in os.listdir(os.path.join(dev, 'nvme'))
+                if _CONTROLLER.fullmatch(n)]
+    except OSError:
+        return []
+
+
+def namespace_disks(ctrl_dir: str) -> list[str]:
+    """The block devices of the namespaces of controller ``ctrl_dir``.
+
+    A namespace's disk is a child of its controller; with native NVMe
+    multipath the child is the hidden path ``nvmeXcYnZ``, whose disk (the
+    one the host opens and mounts) is its head ``nvmeXnZ``.
+    """
+    disks = []
+    try:
+        entries = sorted(os.listdir(ctrl_dir))
+    except OSError:
+        return []
+    for entry in entries:
+        match = re.fullmatch(r'(nvme\d+)(?:c\d+)?(n\d+)', entry)
+        if match:
+            disks.append(match.group(1) + match.group(2))
+    return disks
+
+
+def _open_node(path: str, numbers: str, what: str, flags: int = 0) -> int:
+    """An fd of the device node ``path``, which must be ``numbers``.
+
+    A character device, or a block device with ``O_EXCL`` in ``flags``.
+    NotPossible (naming ``what``) when it is not, or cannot be opened.
+    """
+    try:
+        # O_NONBLOCK: a FIFO planted in /dev does not block the daemon.
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW
+                     | os.O_NONBLOCK | flags)
+    except OSError as exc:
+        if exc.errno == errno.EBUSY:
             raise privsep.NotPossible(
-                '%s is not the character device %s of controller %s'
-                % (path, numbers, name))
-        data = ctypes.create_string_buffer(data_len) if data_len else None
-        cmd = _PassthruCmd(opcode=opcode, nsid=nsid, cdw10=cdw10,
-                           addr=ctypes.addressof(data) if data else 0,
-                           data_len=data_len, timeout_ms=timeout_ms)
-        status = fcntl.ioctl(fd, _ADMIN_CMD, cmd)
-    finally:
+                '%s is in use on this host (mounted, or held by LVM, md, '
+                'dm or swap): %s is not erased' % (path, what))
+        raise privsep.NotPossible('cannot open %s of %s: %s'
+                                  % (path, what, exc.strerror))
+    st = os.fstat(fd)
+    major, minor = (int(n) for n in numbers.split(':'))
+    # The node must be the device sysfs named, not a stale or planted
+    # file of the same name.
+    kind = stat.S_ISBLK if flags & os.O_EXCL else stat.S_ISCHR
+    if not kind(st.st_mode) or st.st_rdev != os.makedev(major, minor):
         os.close(fd)
+        raise privsep.NotPossible(
+            '%s is not the device %s of %s' % (path, numbers, what))
+    return fd
+
+
+@contextlib.contextmanager
+def _open_controller(name: str, numbers: str, ctrl_dir: str,
+                     dev_dir: str = '/dev'):
+    """The controller's node, open for the whole call.
+
+    One fd for every command: while it is open the controller cannot go
+    away and its number be given to another controller, which the next
+    open would then reach. Each namespace's disk is held open with
+    O_EXCL meanwhile: the kernel refuses that while the host mounts it
+    or LVM, md or dm holds it, and nobody can mount it during the erase.
+    """
+    fds = [_open_node(os.path.join(dev_dir, name), numbers,
+                      'controller %s' % name)]
+    try:
+        # Opened: re-read what was checked before, now that it cannot
+        # change under the fd.
+        if (_common.read_attr(os.path.join(ctrl_dir, 'dev')) != numbers
+                or _common.read_attr(os.path.join(ctrl_dir, 'state'))
+                != 'live'):
+            raise privsep.NotPossible('controller %s changed while it was '
+                                      'opened' % name)
+        for disk in namespace_disks(ctrl_dir):
+            disk_numbers = _disk_numbers(ctrl_dir, disk)
+            fds.append(_open_node(os.path.join(dev_dir, disk), disk_numbers,
+                                  'namespace disk %s' % disk, os.O_EXCL))
+
+        def command(opcode: int, nsid: int, cdw10: int, data_len: int,
+                    timeout_ms: int) -> bytes:
+            return _ioctl(fds[0], name, opcode, nsid, cdw10, data_len,
+                          timeout_ms)
+        yield command
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _disk_numbers(ctrl_dir: str, disk: str) -> str:
+    """"major:minor" of namespace disk ``disk`` (from sysfs)."""
+    # The disk's own directory: under the controller without multipath,
+    # in /sys/block (the head) with it.
+    for path in (os.path.join(ctrl_dir, disk, 'dev'),
+                 os.path.join(_sysfs_of(ctrl_dir), 'block', disk, 'dev')):
+        numbers = _common.read_attr(path)
+        if numbers and re.fullmatch(r'\d+:\d+', numbers):
+            return numbers
+    raise privsep.NotPossible('namespace disk %s has no device number'
+                              % disk)
+
+
+def _sysfs_of(path: str) -> str:
+    """The sysfs root ``path`` (a device's directory) lies under."""
+    real = os.path.realpath(path)
+    return real[:real.index(os.sep + 'devices' + os.sep)]
+
+
+def _ioctl(fd: int, name: str, opcode: int, nsid: int, cdw10: int,
+           data_len: int, timeout_ms: int) -> bytes:
+    data = ctypes.create_string_buffer(data_len) if data_len else None
+    cmd = _PassthruCmd(opcode=opcode, nsid=nsid, cdw10=cdw10,
+                       addr=ctypes.addressof(data) if data else 0,
+                       data_len=data_len, timeout_ms=timeout_ms)
+    try:
+        status = fcntl.ioctl(fd, _ADMIN_CMD, cmd)
+    except OSError as exc:
+        raise privsep.NotPossible('controller %s failed %s: %s'
+                                  % (name, _command_name(opcode, nsid),
+                                     exc.strerror))
     if status:
         code = status & 0x7ff
         raise privsep.NotPossible(
@@ -214,34 +331,40 @@ def _command_name(opcode: int, nsid: int) -> str:
 
 
 def _format_namespaces(sysfs_root: str, address: str,
-                       admin: Admin = _ioctl_admin,
+                       opener: Opener = _open_controller,
                        wait: float = LIVE_WAIT) -> list[int]:
-    name, numbers = controller_of(sysfs_root, address, wait)
+    name, numbers, ctrl_dir = controller_of(sysfs_root, address, wait)
+    with opener(name, numbers, ctrl_dir) as command:
+        def identify(cns: int, nsid: int = 0) -> bytes:
+            return command(_IDENTIFY, nsid, cns, 4096, 0)
 
-    def identify(cns: int, nsid: int = 0) -> bytes:
-        return admin(name, numbers, _IDENTIFY, nsid, cns, 4096, 0)
-
-    fna = identify(_CNS_CONTROLLER)[524]
-    if fna & 0x3:
-        raise privsep.NotPossible(
-            'the controller %s of VF %s does not format per namespace '
-            '(Identify Controller FNA 0x%02x): erasing one namespace would '
-            'erase every namespace of its subsystem' % (name, address, fna))
-    listed = struct.unpack('<1024I', identify(_CNS_ACTIVE_NSIDS))
-    nsids = [n for n in listed if n][:1024]
-    formats = {}
-    for nsid in nsids:
-        ns = identify(_CNS_NAMESPACE, nsid)
-        if ns[30] & 0x1:
+        fna = identify(_CNS_CONTROLLER)[524]
+        if fna & 0x3:
             raise privsep.NotPossible(
-                'namespace %d of VF %s (controller %s) is shared with other '
-                'controllers (NMIC 0x%02x): erasing it would erase what '
-                'they hold; give each VF a private namespace'
-                % (nsid, address, name, ns[30]))
-        formats[nsid] = _keep_format(ns[26], ns[29])
-    for nsid in nsids:
-        admin(name, numbers, _FORMAT_NVM, nsid,
-              formats[nsid] | _SES_USER_DATA << 9, 0, FORMAT_TIMEOUT_MS)
+                'the controller %s of VF %s does not format per namespace '
+                '(Identify Controller FNA 0x%02x): erasing one namespace '
+                'would erase every namespace of its subsystem'
+                % (name, address, fna))
+        listed = struct.unpack('<1024I', identify(_CNS_ACTIVE_NSIDS))
+        if listed[-1]:
+            raise privsep.NotPossible(
+                'the controller %s of VF %s has more than 1,023 active '
+                'namespaces; they are not erased one list at a time'
+                % (name, address))
+        nsids = [n for n in listed if n]
+        formats = {}
+        for nsid in nsids:
+            ns = identify(_CNS_NAMESPACE, nsid)
+            if ns[30] & 0x1:
+                raise privsep.NotPossible(
+                    'namespace %d of VF %s (controller %s) is shared with '
+                    'other controllers (NMIC 0x%02x): erasing it would '
+                    'erase what they hold; give each VF a private namespace'
+                    % (nsid, address, name, ns[30]))
+            formats[nsid] = _keep_format(ns[26], ns[29])
+        for nsid in nsids:
+            command(_FORMAT_NVM, nsid, formats[nsid] | _SES_USER_DATA << 9,
+                    0, FORMAT_TIMEOUT_MS)
     return nsids
 
 

@@ -15,11 +15,14 @@
 The tree is the fake builder's: a Samsung PM1735 (144d:a824) with two of
 its VFs enabled, every function bound to the host's ``nvme`` driver
 with a live controller, beside a boot drive without SR-IOV. What no
-tree can hold is the controllers themselves: :class:`Controllers`
-answers the admin commands :mod:`privsep.nvme` sends, as the NVMe base
-specification lays out Identify's data, and records each format.
+tree can hold is the controllers themselves: :class:`Controllers`, in
+place of :mod:`privsep.nvme`'s opener of ``/dev/nvmeN``, answers the
+admin commands it sends, as the NVMe base specification lays out
+Identify's data, and records each format.
 """
 
+import contextlib
+import os
 import struct
 
 import privsep
@@ -75,9 +78,19 @@ class Controllers:
         self.fna = fna
         self.refuse = refuse or {}
         self.commands = []
+        self.opened = []
 
-    def __call__(self, name, numbers, opcode, nsid, cdw10, data_len,
-                 timeout_ms):
+    @contextlib.contextmanager
+    def __call__(self, name, numbers, ctrl_dir):
+        """Opens controller ``name``, as privsep.nvme's opener does."""
+        self.opened.append((name, numbers, os.path.basename(ctrl_dir)))
+
+        def command(opcode, nsid, cdw10, data_len, timeout_ms):
+            return self._answer(name, numbers, opcode, nsid, cdw10,
+                                timeout_ms)
+        yield command
+
+    def _answer(self, name, numbers, opcode, nsid, cdw10, timeout_ms):
         self.commands.append((name, numbers, opcode, nsid, cdw10))
         spaces = self.namespaces.get(name, {})
         if opcode == 0x06 and cdw10 == 0x01:

@@ -47,8 +47,8 @@ xclbin for Xilinx), checked against the card's region as a programming
 request is. Empty (the default): the logic the guest left stays loaded,
 and the scrub step ``bitstream`` only logs that. A load that fails fences
 the card, with the reason, until the operator marks it ready. A name the
-daemon would refuse (absolute, with ``..`` or empty segments) is an
-error of ``cyborg-nova config-check``.
+daemon would refuse (absolute; with ``..``, ``.`` or empty segments; odd
+characters) is an error of ``cyborg-nova config-check``.
 
 Related options:
 

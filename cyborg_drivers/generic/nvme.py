@@ -23,10 +23,13 @@ no call can name a host's own drive), and the log says so.
 
 from __future__ import annotations
 
+import logging
 import os
 
 from cyborg_drivers import base
 from cyborg_drivers import device as device_model
+
+LOG = logging.getLogger(__name__)
 
 #: The scrub step that erases a freed NVMe VF's namespaces.
 SCRUB_NVME_FORMAT = 'nvme_format'
@@ -87,10 +90,14 @@ class NvmeFormatScrub:
         if not is_nvme:
             return 'nothing to format: %s is not an NVMe controller' % unit
         if not os.path.islink(os.path.join(dev, 'physfn')):
-            return ('not formatted: %s is a whole NVMe drive, and only a '
+            done = ('not formatted: %s is a whole NVMe drive, and only a '
                     "VF's namespaces are erased; list the device in "
                     '[cyborg_scrub] one_time_use to clean it yourself'
                     % unit)
+            # The next tenant gets what this one left: say so louder
+            # than the scrub's own line.
+            LOG.warning('NVMe unit %s: %s', unit, done)
+            return done
         nsids = (ops or NvmeOps()).format_namespaces(unit)
         if not nsids:
             return 'nothing to format: no namespace is attached to %s' % unit

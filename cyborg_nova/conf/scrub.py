@@ -76,6 +76,12 @@ Seconds one scrub step may take. A step still running then fails the
 scrub: the unit stays held, its device is fenced (state ``failed``),
 and the reason names the step. Default: 120.
 
+A step that erases storage takes as long as the drive does: an NVMe
+drive's user data erase of a large namespace (the generic driver's
+``nvme_format``) or an FPGA's bitstream load can need more. The
+privileged work of a step that timed out may still be running: check it
+finished before marking the unit ready.
+
 Related options:
 
 * ``steps``

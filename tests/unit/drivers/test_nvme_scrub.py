@@ -40,7 +40,7 @@ class NvmeTreeOps(scrubhost.TreeOps):
 
     def format_namespaces(self, address):
         return privsep_nvme._format_namespaces(self.root, address,
-                                               admin=self.kernel)
+                                               opener=self.kernel)
 
 
 def nvme_host(tmp_path, **scrub_flags):

@@ -196,7 +196,7 @@ def test_nvme_format_namespaces(nvme_tree, data):
     # Accepted only for a VF of the drive, the one kind of function whose
     # namespaces may go; refused, no admin command was sent.
     outcome('nvme.format_namespaces',
-            lambda: nvme._format_namespaces(root, value, admin=controllers,
+            lambda: nvme._format_namespaces(root, value, opener=controllers,
                                             wait=0),
             lambda: valid(ADDRESS, value), exists(root, value),
             lambda: value in nvmehost.VFS,

@@ -178,4 +178,4 @@ def test_each_entrypoint_has_a_testable_inner_function(name, inner):
     assert list(inspect.signature(outer).parameters) == [
         p for p in params[1:] if p not in (
             'spec_file', 'group', 'sriov_manage', 'sriov_manage_timeout',
-            'run', 'admin', 'wait')]
+            'run', 'opener', 'wait')]

@@ -18,6 +18,8 @@ The real ioctl is exercised on the nested VM's real kernel and QEMU's
 NVMe controller (tests/realkernel/inside_privsep.py).
 """
 
+import ctypes
+import errno
 import os
 import threading
 import time
@@ -60,14 +62,16 @@ def test_every_namespace_of_the_vf_is_erased_in_its_own_format(root):
         name: {1: nvmehost.Namespace(flbas=0x12, dps=0x09),
                3: nvmehost.Namespace()},
         other: {2: nvmehost.Namespace()}})
-    assert nvme._format_namespaces(root, VF0, admin=kernel) == [1, 3]
+    assert nvme._format_namespaces(root, VF0, opener=kernel) == [1, 3]
     ses = 1 << 9
     assert kernel.formats() == [
         (name, 1, 2 | 1 << 4 | 1 << 5 | 1 << 8 | ses),
         (name, 3, ses)]
-    # Only the VF's own controller was spoken to, by its device number.
-    assert {c[:2] for c in kernel.commands} == {(name, '240:%s'
-                                                 % name[len('nvme'):])}
+    # Only the VF's own controller was spoken to, by its device number,
+    # opened once for every command of the call.
+    numbers = '240:%s' % name[len('nvme'):]
+    assert {c[:2] for c in kernel.commands} == {(name, numbers)}
+    assert kernel.opened == [(name, numbers, name)]
     assert kernel.namespaces[name][1].data == b''
     assert kernel.namespaces[other][2].data == b'tenant data'
 
@@ -79,7 +83,7 @@ def test_the_format_index_above_16_is_kept():
 
 def test_a_vf_without_namespaces_formats_nothing(root):
     kernel = nvmehost.Controllers()
-    assert nvme._format_namespaces(root, VF1, admin=kernel) == []
+    assert nvme._format_namespaces(root, VF1, opener=kernel) == []
     assert kernel.formats() == []
 
 
@@ -94,7 +98,7 @@ def test_anything_but_an_nvme_vf_is_refused_before_a_command(root, address,
                                                              match):
     kernel = nvmehost.Controllers()
     with pytest.raises(privsep.InvalidArgument, match=match):
-        nvme._format_namespaces(root, address, admin=kernel)
+        nvme._format_namespaces(root, address, opener=kernel)
     assert kernel.commands == []
 
 
@@ -111,7 +115,7 @@ def test_a_vf_not_on_the_nvme_driver_is_not_reached(own_root):
     with pytest.raises(privsep.NotPossible,
                        match='no controller of the nvme driver .it is bound '
                              'to vfio-pci'):
-        nvme._format_namespaces(own_root, VF0, admin=kernel)
+        nvme._format_namespaces(own_root, VF0, opener=kernel)
     assert kernel.commands == []
 
 
@@ -123,7 +127,7 @@ def test_a_controller_coming_up_is_waited_for(own_root):
         f.write('connecting\n')
     kernel = nvmehost.Controllers({name: {1: nvmehost.Namespace()}})
     with pytest.raises(privsep.NotPossible, match='is connecting, not live'):
-        nvme._format_namespaces(own_root, VF0, admin=kernel, wait=0.3)
+        nvme._format_namespaces(own_root, VF0, opener=kernel, wait=0.3)
     assert kernel.commands == []
 
     def live():
@@ -132,7 +136,7 @@ def test_a_controller_coming_up_is_waited_for(own_root):
             f.write('live\n')
     thread = threading.Thread(target=live)
     thread.start()
-    assert nvme._format_namespaces(own_root, VF0, admin=kernel,
+    assert nvme._format_namespaces(own_root, VF0, opener=kernel,
                                    wait=10) == [1]
     thread.join()
 
@@ -144,11 +148,11 @@ def test_a_controller_that_erases_the_whole_subsystem_is_refused(root):
                                       fna=fna)
         with pytest.raises(privsep.NotPossible,
                            match='does not format per namespace'):
-            nvme._format_namespaces(root, VF0, admin=kernel)
+            nvme._format_namespaces(root, VF0, opener=kernel)
         assert kernel.formats() == []
     # Bit 2 (crypto erase supported) changes nothing of that.
     kernel = nvmehost.Controllers({name: {1: nvmehost.Namespace()}}, fna=4)
-    assert nvme._format_namespaces(root, VF0, admin=kernel) == [1]
+    assert nvme._format_namespaces(root, VF0, opener=kernel) == [1]
 
 
 def test_a_shared_namespace_is_refused_before_any_format(root):
@@ -157,7 +161,7 @@ def test_a_shared_namespace_is_refused_before_any_format(root):
         1: nvmehost.Namespace(), 2: nvmehost.Namespace(nmic=1)}})
     with pytest.raises(privsep.NotPossible,
                        match='namespace 2 of VF %s .* is shared' % VF0):
-        nvme._format_namespaces(root, VF0, admin=kernel)
+        nvme._format_namespaces(root, VF0, opener=kernel)
     # Not even the private one: the VF stays as the tenant left it.
     assert kernel.formats() == []
     assert kernel.namespaces[name][1].data == b'tenant data'
@@ -170,21 +174,111 @@ def test_a_refused_format_says_which_namespace(root):
         refuse={(name, 2): 0x10a})
     with pytest.raises(privsep.NotPossible,
                        match='Format NVM of namespace 2: NVMe status 0x10a'):
-        nvme._format_namespaces(root, VF0, admin=kernel)
+        nvme._format_namespaces(root, VF0, opener=kernel)
     assert [f[1] for f in kernel.formats()] == [1, 2]
+
+
+def open_controller(dev_dir, name='nvme7', numbers='240:7'):
+    ctrl = os.path.join(str(dev_dir), 'sys-ctrl')
+    return nvme._open_controller(name, numbers, ctrl, dev_dir=str(dev_dir))
 
 
 def test_the_node_must_be_the_controllers_character_device(tmp_path):
     # A regular file where /dev/nvmeN should be: nothing is sent to it.
     (tmp_path / 'nvme7').write_text('')
     with pytest.raises(privsep.NotPossible,
-                       match='is not the character device 240:7'):
-        nvme._ioctl_admin('nvme7', '240:7', 0x06, 0, 1, 4096, 0,
-                          dev_dir=str(tmp_path))
+                       match='nvme7 is not the device 240:7 of controller'):
+        with open_controller(tmp_path):
+            pass
 
 
 def test_a_character_device_of_another_number_is_not_spoken_to():
     # /dev/null is a character device, 1:3: not controller 240:7.
     with pytest.raises(privsep.NotPossible,
-                       match='/dev/null is not the character device 240:7'):
-        nvme._ioctl_admin('null', '240:7', 0x06, 0, 1, 4096, 0)
+                       match='/dev/null is not the device 240:7'):
+        with open_controller('/dev', name='null'):
+            pass
+
+
+def test_a_missing_node_says_so(tmp_path):
+    with pytest.raises(privsep.NotPossible,
+                       match='cannot open .*nvme7 of controller nvme7: No '
+                             'such file'):
+        with open_controller(tmp_path):
+            pass
+
+
+def test_a_disk_in_use_on_the_host_is_refused(monkeypatch):
+    def busy(path, flags):
+        raise OSError(errno.EBUSY, 'Device or resource busy')
+    monkeypatch.setattr(nvme.os, 'open', busy)
+    with pytest.raises(privsep.NotPossible,
+                       match='/dev/nvme0n2 is in use on this host .*: '
+                             'namespace disk nvme0n2 is not erased'):
+        nvme._open_node('/dev/nvme0n2', '259:3', 'namespace disk nvme0n2',
+                        os.O_EXCL)
+
+
+def test_namespace_disks_are_the_heads_of_multipath_paths(tmp_path):
+    for name in ('nvme0c2n2', 'nvme3n1', 'power', 'nvme0c2n2p1'):
+        (tmp_path / name).mkdir()
+    assert nvme.namespace_disks(str(tmp_path)) == ['nvme0n2', 'nvme3n1']
+
+
+def test_the_command_is_the_kernels_layout():
+    assert ctypes.sizeof(nvme._PassthruCmd) == 72
+    # _IOWR('N', 0x41, 72): read-write, size, type, number.
+    assert nvme._ADMIN_CMD == (3 << 30) | (72 << 16) | (ord('N') << 8) | 0x41
+    assert nvme._PassthruCmd.cdw10.offset == 40
+    assert nvme._PassthruCmd.timeout_ms.offset == 64
+
+
+@pytest.mark.parametrize('answer, message', [
+    # A positive return is the command's status; DNR (bit 14) set.
+    (0x410a, 'refused Format NVM of namespace 1: NVMe status 0x10a '
+             r'\(Invalid Format\)'),
+    (0x0002, r'NVMe status 0x002 \(Invalid Field in Command\)'),
+    (0x0107, r'NVMe status 0x107 \(see the NVMe base specification\)'),
+    (OSError(errno.ENODEV, 'No such device'),
+     'controller nvme7 failed Format NVM of namespace 1: No such device'),
+])
+def test_the_controllers_answer_is_named(monkeypatch, answer, message):
+    def ioctl(fd, request, cmd):
+        assert request == nvme._ADMIN_CMD
+        assert (cmd.opcode, cmd.nsid) == (0x80, 1)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+    monkeypatch.setattr(nvme.fcntl, 'ioctl', ioctl)
+    with pytest.raises(privsep.NotPossible, match=message):
+        nvme._ioctl(0, 'nvme7', 0x80, 1, 1 << 9, 0, 1000)
+
+
+def test_a_vf_being_given_back_to_nvme_is_waited_for(own_root):
+    dev = os.path.join(own_root, 'bus', 'pci', 'devices', VF0)
+    name = controller(own_root, VF0)
+    driver = os.readlink(os.path.join(dev, 'driver'))
+    # Between libvirt's unbind from vfio-pci and the nvme driver's probe.
+    os.unlink(os.path.join(dev, 'driver'))
+    os.rename(os.path.join(dev, 'nvme'), os.path.join(own_root, 'nvme'))
+    kernel = nvmehost.Controllers({name: {1: nvmehost.Namespace()}})
+
+    def probe():
+        time.sleep(0.5)
+        os.rename(os.path.join(own_root, 'nvme'), os.path.join(dev, 'nvme'))
+        os.symlink(driver, os.path.join(dev, 'driver'))
+    thread = threading.Thread(target=probe)
+    thread.start()
+    assert nvme._format_namespaces(own_root, VF0, opener=kernel,
+                                   wait=10) == [1]
+    thread.join()
+
+
+def test_a_full_namespace_list_is_refused(root):
+    name = controller(root, VF0)
+    kernel = nvmehost.Controllers(
+        {name: {n: nvmehost.Namespace() for n in range(1, 1025)}})
+    with pytest.raises(privsep.NotPossible,
+                       match='more than 1,023 active namespaces'):
+        nvme._format_namespaces(root, VF0, opener=kernel)
+    assert kernel.formats() == []

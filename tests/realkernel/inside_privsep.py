@@ -28,6 +28,7 @@ import pytest
 
 from cyborg_nova import scrub
 import privsep
+from privsep import nvme as privsep_nvme
 from tests.realkernel import l1
 from tests.realkernel import scrubl1
 
@@ -181,7 +182,8 @@ def test_a_freed_nvme_vf_has_its_namespace_erased(tmp_path):
     (Format NVM, user data erase, sent by L1's kernel to QEMU's
     controller) and resets the VF. The tenant's data is gone, the other
     VF's tenant keeps its own, and the unit is free again. The daemon
-    refuses the PF, a whole drive (``ScrubHost.daemons``).
+    refuses the PF, a whole drive (``ScrubHost.daemons``), and a VF whose
+    namespace disk the host holds open exclusively.
     """
     host = scrubl1.ScrubHost(str(tmp_path))
     drive = host.device(l1.NVME)
@@ -198,6 +200,15 @@ def test_a_freed_nvme_vf_has_its_namespace_erased(tmp_path):
     with host.daemons():
         host.books.release('guest-a', drive.provider)
         outcome = host.scrub_one()
+        # A namespace disk the host holds (as a mount or LVM would) is
+        # refused by the kernel's exclusive open, before any Format.
+        held = os.open(other_disk, os.O_RDONLY | os.O_EXCL)
+        try:
+            with pytest.raises(privsep.NotPossible, match='in use on this '
+                               'host'):
+                privsep_nvme.format_namespaces(other)
+        finally:
+            os.close(held)
     assert outcome.result == scrub.FREE, outcome.reason
     erase, flr = outcome.done
     l1.record('nvme_vf_format_step', erase)

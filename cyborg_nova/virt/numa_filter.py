@@ -33,13 +33,13 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 import uuid
 
 from nova import objects
 from nova.objects import fields
 from nova.scheduler.filters import numa_topology_filter
 from nova.virt import hardware
+from oslo_log import log as logging
 
 LOG = logging.getLogger(__name__)
 
@@ -48,6 +48,37 @@ LOG = logging.getLogger(__name__)
 STATS_KEY = 'cyborg_nova_accelerator_numa'
 #: The fake pools' vendor: no PCI device has it.
 _VENDOR = 'cyborg-nova'
+#: A physical network name each host NUMA cell of a cyborg-nova compute
+#: carries (:func:`mark_cells`); no Neutron network has it.
+CELL_PHYSNET = 'cyborg-nova-numa-cell-%d'
+
+
+def mark_cells(topology) -> None:
+    """Give each cell of a host NUMA topology its :data:`CELL_PHYSNET`.
+
+    The compute's claim fits the guest's cells again, without the
+    accelerators; the scheduler pins it to the cells this filter chose
+    by requiring their physnets in the limits it sends (Nova's own
+    physnet NUMA affinity then keeps the claim on those cells).
+    """
+    for cell in topology.cells:
+        metadata = (cell.network_metadata if 'network_metadata' in cell
+                    else objects.NetworkMetadata(physnets=set(),
+                                                 tunneled=False))
+        metadata.physnets = set(metadata.physnets) | {CELL_PHYSNET
+                                                      % cell.id}
+        cell.network_metadata = metadata
+
+
+def pinned(limits, network_metadata, cells) -> None:
+    """Require ``cells`` of the claim through ``limits``."""
+    physnets = {CELL_PHYSNET % cell.id for cell in cells}
+    tunneled = False
+    if network_metadata:
+        physnets |= set(network_metadata.physnets)
+        tunneled = network_metadata.tunneled
+    limits.network_metadata = objects.NetworkMetadata(physnets=physnets,
+                                                      tunneled=tunneled)
 
 
 def accelerator_nodes(stats: dict | None) -> dict[str, int | None]:
@@ -176,5 +207,10 @@ class AcceleratorNUMATopologyFilter(
                        'policy': policy or 'legacy'},
                       instance_uuid=spec_obj.instance_uuid)
             return False
+        # The scheduler claims the first candidate left: its cells are the
+        # ones the compute must use.
+        fit = fits(host_state.allocation_candidates[0])
+        pinned(limits, limits.network_metadata
+               if 'network_metadata' in limits else None, fit.cells)
         host_state.limits['numa_topology'] = limits
         return True

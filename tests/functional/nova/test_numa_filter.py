@@ -23,14 +23,13 @@ through Nova's own PciDeviceStats. Same host, same flavor, same outcome.
 import copy
 import json
 
-from oslo_utils.fixture import uuidsentinel as uuids
-import testtools
-
 from nova import objects
 from nova.objects import fields
 from nova.pci import stats as pci_stats
 from nova.scheduler.filters import numa_topology_filter
 from nova.tests.unit.scheduler import fakes
+from oslo_utils.fixture import uuidsentinel as uuids
+import testtools
 
 from cyborg_nova.virt import numa_filter
 

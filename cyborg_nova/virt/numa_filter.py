@@ -194,10 +194,22 @@ class AcceleratorNUMATopologyFilter(
                                                       policy)
             mapping = dict(candidate['mappings'], **mappings)
             # The fit writes the pinning into the topology it is given.
-            return hardware.numa_fit_instance_to_host(
+            fit = hardware.numa_fit_instance_to_host(
                 host_state.numa_topology, requested.obj_clone(), mapping,
                 limits=limits, pci_requests=list(pci_requests) + requests,
                 pci_stats=stats)
+            if fit is None:
+                LOG.debug('%(host)s: allocation candidate dropped: no NUMA '
+                          'cells of the instance fit beside its '
+                          'accelerators %(nodes)s under PCI NUMA policy '
+                          '%(policy)s',
+                          {'host': host_state.host, 'policy':
+                           policy or 'legacy', 'nodes': ', '.join(
+                               '%s (NUMA node %s)' % (rp, nodes[rp])
+                               for rp in sorted(accelerator_allocations(
+                                   candidate, nodes)))},
+                          instance_uuid=spec_obj.instance_uuid)
+            return fit
 
         if not self.filter_candidates(host_state, fits):
             LOG.debug('%(host)s, %(node)s: no allocation candidate whose '

@@ -22,6 +22,7 @@ as the compute claimed them.
 
 from nova import context as nova_context
 from nova import objects
+from nova.tests.functional.api import client
 
 from tests.functional.nova import base
 
@@ -110,14 +111,32 @@ class TestOnlyCellZeroHasDedicatedCPUs(TestAcceleratorNUMAAffinity):
 
     def test_legacy_refuses_a_device_on_another_node(self):
         # Nova's default for a device with a NUMA node: its cells only.
-        self._create_server(flavor_id=self.pinned_flavor('XILINX'),
-                            networks='none', expected_state='ERROR')
+        server = self._create_server(
+            flavor_id=self.pinned_flavor('XILINX'), networks='none',
+            expected_state='ERROR')
+        self.assertIn('No valid host', server['fault']['message'])
 
     def test_preferred_takes_the_device_on_another_node(self):
         server = self._create_server(
             flavor_id=self.pinned_flavor('XILINX', 'preferred'),
             networks='none')
         self.assertEqual((0, [ALVEO]), self.placed(server))
+
+    def test_socket_takes_a_device_on_the_guests_socket(self):
+        # Both cells are on socket 0 (fakelibvirt's default host): the
+        # Alveo on node 1 shares the guest's socket, not its cell.
+        server = self._create_server(
+            flavor_id=self.pinned_flavor('XILINX', 'socket'),
+            networks='none')
+        self.assertEqual((0, [ALVEO]), self.placed(server))
+
+    def test_an_unknown_policy_is_refused_by_novas_validator(self):
+        exc = self.assertRaises(
+            client.OpenStackApiException, self.pinned_flavor, 'XILINX',
+            'nearby')
+        self.assertEqual(400, exc.response.status_code)
+        self.assertIn("'nearby' is not one of: required, preferred, "
+                      'legacy, socket', str(exc))
 
     # The base class's test asks for cell 1, which has no dedicated CPU.
     test_required_puts_the_guest_on_the_devices_cell = None

@@ -54,10 +54,13 @@ import struct
 import time
 from typing import Callable
 
-from cyborg_drivers.generic import nvme as generic_nvme
 import privsep
 from privsep import _common
 
+#: The PCI class of an NVM Express controller. The generic driver's step
+#: checks it too (cyborg_drivers.generic.nvme, which imports this module
+#: when it runs, so this cannot import it); the daemon checks for itself.
+NVME_CLASS = 0x010802
 #: The kernel's admin passthrough: _IOWR('N', 0x41, struct
 #: nvme_passthru_cmd) (include/uapi/linux/nvme_ioctl.h).
 _ADMIN_CMD = 0xC0484E41
@@ -147,10 +150,10 @@ def controller_of(sysfs_root: str, address: str,
         cls = int(text, 16)
     except ValueError:
         cls = None
-    if cls != generic_nvme.NVME_CLASS:
+    if cls != NVME_CLASS:
         raise privsep.InvalidArgument(
             '%s is not an NVMe controller (class %s, not 0x%06x)'
-            % (address, text or 'unknown', generic_nvme.NVME_CLASS))
+            % (address, text or 'unknown', NVME_CLASS))
     if not os.path.islink(os.path.join(dev, 'physfn')):
         raise privsep.InvalidArgument(
             '%s is not a VF (it has no physfn): only the namespaces of a '

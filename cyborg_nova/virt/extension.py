@@ -24,6 +24,7 @@ registered when the driver is created.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 
@@ -48,6 +49,7 @@ from cyborg_nova import scrub
 from cyborg_nova import store as state_store
 from cyborg_nova.virt import extra_specs
 from cyborg_nova.virt import moves
+from cyborg_nova.virt import numa_filter
 
 LOG = logging.getLogger(__name__)
 CONF = nova.conf.CONF
@@ -147,6 +149,39 @@ class AcceleratorProviderMixin:
                 for node in (nodes or self._our_nodes())
                 for rp, address in provider_devices.known(store,
                                                           node).items()}
+
+    def get_available_resource(self, nodename):
+        data = super().get_available_resource(nodename)
+        try:
+            nodes = self._accelerator_numa_nodes(nodename)
+        except Exception:
+            # The scheduler then fits this host as Nova's own filter does.
+            LOG.exception('cyborg-nova: the NUMA nodes of %s\'s '
+                          'accelerators are not reported this cycle',
+                          nodename)
+            return data
+        data['stats'] = dict(data.get('stats') or {})
+        data['stats'][numa_filter.STATS_KEY] = json.dumps(
+            nodes, sort_keys=True)
+        return data
+
+    def _accelerator_numa_nodes(self, nodename: str
+                                ) -> dict[str, int | None]:
+        """{provider uuid: NUMA node} of the host's accelerators.
+
+        As the last update recorded them (Nova asks for the resources
+        before it updates the provider tree); at the first update after
+        a start with an empty store, as a discovery finds them now.
+        """
+        updater = self._updater()
+        found = provider_devices.recorded(updater.store, [nodename]).devices
+        if found:
+            return {rp: device.accelerator.numa_node
+                    for rp, device in found.items()}
+        return {providers.provider_uuid(nodename, accelerator.address):
+                accelerator.numa_node
+                for accelerator in updater.discoverer.discover()
+                .accelerators}
 
     def update_provider_tree(self, provider_tree, nodename,
                              allocations=None):

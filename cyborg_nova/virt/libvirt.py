@@ -16,6 +16,7 @@ from nova.virt.libvirt import driver
 
 from cyborg_nova.virt import extension
 from cyborg_nova.virt import guest
+from cyborg_nova.virt import numa_filter
 
 
 # The provider mixin first: its spawn programs the FPGAs before the
@@ -24,3 +25,9 @@ class LibvirtDriver(extension.AcceleratorProviderMixin,
                     guest.GuestAcceleratorsMixin,
                     driver.LibvirtDriver):
     """``compute_driver = cyborg_nova.LibvirtDriver``."""
+
+    def _get_host_numa_topology(self):
+        topology = super()._get_host_numa_topology()
+        if topology is not None:
+            numa_filter.mark_cells(topology)
+        return topology
